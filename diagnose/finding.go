@@ -1,0 +1,118 @@
+// Package diagnose turns one host's Snapshot into findings: what is wrong with its GPU memory,
+// who holds it, and the commands that would fix it. It is pure: no I/O, no clock (the caller
+// passes now), no randomness; the same snapshot always gives the same result.
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Severity orders findings. Warning and above make gputriage exit 1.
+type Severity int
+
+// Severities, lowest first.
+const (
+	Info Severity = iota
+	Warning
+	Error
+	Critical
+)
+
+var severityNames = [...]string{"info", "warning", "error", "critical"}
+
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return fmt.Sprintf("severity(%d)", int(s))
+	}
+	return severityNames[s]
+}
+
+// MarshalText makes severities readable in JSON.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText is the inverse of MarshalText.
+func (s *Severity) UnmarshalText(b []byte) error {
+	for i, n := range severityNames {
+		if strings.EqualFold(string(b), n) {
+			*s = Severity(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown severity %q", b)
+}
+
+// Finding codes. They are stable: users grep for them and paste them into tickets. Each is
+// documented in docs/findings.md.
+const (
+	CodeMemoryImbalance  = "memory-imbalance"
+	CodeLeftoverProcess  = "leftover-process"
+	CodeShmDeletedMapped = "shm-deleted-mapped"
+	CodeGhostMemory      = "ghost-memory"
+	CodeShmStale         = "shm-stale"
+	CodeShmFull          = "shm-full"
+	CodeSMIFailed        = "smi-failed"
+	CodeGPUBusy          = "gpu-busy"      // info: healthy GPU work
+	CodeProbeLimited     = "probe-limited" // info/warning: what the probe could not see
+)
+
+// Finding is one diagnosis.
+type Finding struct {
+	Code        string
+	Severity    Severity
+	Title       string
+	Explanation string // plain words, may span several sentences
+	// The evidence the finding rests on.
+	GPUs     []int    // GPU indexes
+	PIDs     []int    // process IDs
+	Files    []string // paths on the host
+	Evidence []string // one fact per line, with its numbers
+	// Fix lists shell commands that would fix the problem. gputriage never runs them.
+	Fix []string
+	// Kind refines the code where it has variants (smi-failed: missing, no-driver, ...).
+	Kind string
+}
+
+// GPUProcess is one process that holds GPU memory or a GPU device, with everything the probe
+// learned about it joined in.
+type GPUProcess struct {
+	PID  int
+	User string
+	UID  *int
+	Argv []string
+	// Name is nvidia-smi's process_name, or the kernel's comm when nvidia-smi did not list it.
+	Name    string
+	State   string
+	PPID    *int
+	Elapsed *time.Duration
+	// GPUMemoryMiB is the memory nvidia-smi reports per GPU index.
+	GPUMemoryMiB map[int]int64
+	// GPUs are the GPU indexes the process uses: nvidia-smi rows and /dev/nvidiaN fds.
+	GPUs []int
+	// Listed is true when nvidia-smi listed it as a compute app.
+	Listed    bool
+	Unit      string
+	Container string // runtime:id, e.g. "docker:b708f3d89365"
+	SlurmJob  string
+	Shm       []parse.ShmUse
+}
+
+// Result is the diagnosis of one host.
+type Result struct {
+	Findings  []Finding // most severe first, then by code, then by first GPU/PID
+	Processes []GPUProcess
+}
+
+// Worst returns the highest severity among findings, or -1 when there are none.
+func (r Result) Worst() Severity {
+	w := Severity(-1)
+	for _, f := range r.Findings {
+		if f.Severity > w {
+			w = f.Severity
+		}
+	}
+	return w
+}

@@ -1,0 +1,229 @@
+// Package parse owns the probe script that runs on each GPU host and turns the text it prints
+// (a capture) into typed records. It uses the standard library only, does no I/O beyond the
+// readers it is given, and never panics on any input: a value it cannot read is recorded as
+// unknown (a nil pointer or an empty string), never as zero.
+package parse
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrParse is wrapped by every error this package returns for malformed input.
+var ErrParse = errors.New("parse error")
+
+// Snapshot is everything one probe run learned about one host.
+type Snapshot struct {
+	Host HostFacts
+	// SMI says how nvidia-smi answered. SMI.Failure is nil when the GPU query worked.
+	SMI       SMIResult
+	GPUs      []GPU
+	Apps      []ComputeApp
+	Holders   []DeviceHolder // open file descriptors on /dev/nvidia*
+	Processes []Process      // sorted by PID
+	Shm       Shm
+	Units     []Unit
+	// Notes are the probe's limitations on this host: what it could not see, what was cut.
+	Notes []Note
+	// Sections lists every section of the capture with its exit status and truncation, in
+	// the order the probe printed them.
+	Sections []SectionInfo
+	// Truncated is set when the capture ended before the probe's final marker.
+	Truncated bool
+}
+
+// HostFacts are the host section's key=value lines.
+type HostFacts struct {
+	ProbeVersion  string
+	Hostname      string
+	Kernel        string
+	Time          *time.Time // the host's clock when the probe started
+	UptimeSeconds *float64
+	BootTime      *time.Time
+	ClockTicks    int // USER_HZ; 100 when unknown
+	UID           *int
+	User          string
+	NvidiaSMIPath string // empty when nvidia-smi was not found
+	HasTimeout    bool   // the host has timeout(1), so every step was bounded in time
+}
+
+// SMIFailureKind classifies how nvidia-smi failed.
+type SMIFailureKind string
+
+// The failure kinds; documented in docs/json.md.
+const (
+	SMIMissing         SMIFailureKind = "missing"          // no nvidia-smi binary
+	SMINoDriver        SMIFailureKind = "no-driver"        // couldn't communicate with the driver
+	SMIVersionMismatch SMIFailureKind = "version-mismatch" // Driver/library version mismatch
+	SMIGPULost         SMIFailureKind = "gpu-lost"         // GPU is lost. Reboot the system
+	SMIDeviceHandle    SMIFailureKind = "device-handle"    // Unable to determine the device handle
+	SMINoDevices       SMIFailureKind = "no-devices"       // No devices were found
+	SMITimeout         SMIFailureKind = "timeout"          // killed by the probe's timeout
+	SMIOther           SMIFailureKind = "other"
+)
+
+// SMIResult is the outcome of the nvidia-smi queries.
+type SMIResult struct {
+	Failure *SMIFailure
+	// FieldFallback is set when the driver refused the extended query fields and the probe
+	// asked again with the base set.
+	FieldFallback bool
+}
+
+// SMIFailure describes a failed nvidia-smi query.
+type SMIFailure struct {
+	Kind     SMIFailureKind
+	Message  string // nvidia-smi's own words, first lines
+	ExitCode *int
+	BusID    string // the PCI bus id named in the message, if any
+}
+
+// GPU is one row of --query-gpu.
+type GPU struct {
+	Index             int
+	UUID              string
+	Name              string
+	BusID             string
+	MemoryTotalMiB    *int64
+	MemoryUsedMiB     *int64
+	MemoryFreeMiB     *int64
+	MemoryReservedMiB *int64
+	UtilizationPct    *int
+	ComputeMode       string // e.g. "Default", "Exclusive_Process"; "" when unknown
+	DriverVersion     string
+	MIGMode           string // "Enabled", "Disabled"; "" when unknown or not supported
+}
+
+// ComputeApp is one row of --query-compute-apps.
+type ComputeApp struct {
+	PID         int
+	GPUUUID     string
+	UsedMiB     *int64
+	ProcessName string
+}
+
+// DeviceHolder is one open file descriptor on a /dev/nvidia* device node.
+type DeviceHolder struct {
+	PID    int
+	FD     int
+	Device string // e.g. /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm
+}
+
+// Process describes one PID the probe looked at: a compute app, a /dev/nvidia* holder, or a
+// holder of a deleted /dev/shm file.
+type Process struct {
+	PID  int
+	Gone bool // exited between the scan and the read
+	PPID *int
+	// State is the one-letter state from /proc/PID/stat: R, S, D, Z, T, t, I, X.
+	State string
+	Comm  string
+	UID   *int
+	User  string // "" when the uid has no name on the host
+	// StartTime is when the process started, by the host's clock; nil when unknown.
+	StartTime *time.Time
+	// Argv is the full argument vector with NUL boundaries preserved.
+	Argv          []string
+	ArgvTruncated bool
+	Cwd           string
+	NSPIDs        []int // PID in each nested namespace, outermost first
+	RSSKiB        *int64
+	RssShmemKiB   *int64
+	Cgroup        Cgroup
+	// Shm lists the /dev/shm files the process maps or holds open.
+	Shm []ShmUse
+	// ModelPaths are the absolute paths given to --model, --model-path and similar flags, and
+	// whether each still exists on the host.
+	ModelPaths []PathCheck
+}
+
+// Cgroup is what a process's /proc/PID/cgroup says about who started it.
+type Cgroup struct {
+	Lines []CgroupLine
+	// Path is the unified (v2) path, or on v1 the name=systemd or first non-root path.
+	Path string
+	// Unit is the systemd unit (a .service or .scope) the process runs in, if any.
+	Unit string
+	// ContainerID and Runtime name the container (docker, containerd, cri-o, podman, lxc).
+	ContainerID string
+	Runtime     string
+	PodUID      string // Kubernetes pod UID, with dashes
+	SlurmJob    string
+	SlurmStep   string // "0", "batch", "extern", ...
+}
+
+// CgroupLine is one line of /proc/PID/cgroup: "hierarchy-ID:controller-list:cgroup-path".
+type CgroupLine struct {
+	HierarchyID int
+	Controllers []string
+	Path        string
+}
+
+// ShmUse is one /dev/shm file a process maps or holds open.
+type ShmUse struct {
+	Path    string // without the " (deleted)" suffix
+	Deleted bool
+	Mapped  bool // mapped into memory (from /proc/PID/maps)
+	Open    bool // held by an open fd
+	// Bytes is the file's size (from the open fd), or else the total size of its mappings;
+	// nil when neither is known.
+	Bytes *int64
+}
+
+// PathCheck records whether a path named on a process's command line exists.
+type PathCheck struct {
+	Path   string
+	Exists bool
+}
+
+// Shm is /dev/shm on the host.
+type Shm struct {
+	SizeBytes  *int64
+	UsedBytes  *int64
+	AvailBytes *int64
+	Entries    []ShmEntry // in the order find printed them
+	// Truncated is set when the listing was cut at its bound.
+	Truncated bool
+	// Listed is false when the probe could not list /dev/shm (no GNU find, no access).
+	Listed bool
+}
+
+// ShmEntry is one file, directory or link under /dev/shm.
+type ShmEntry struct {
+	Path  string
+	Type  byte // 'f' file, 'd' directory, 'l' symlink, as find %y prints it
+	Bytes int64
+	// TreeBytes is, for a directory, the bytes of all regular files listed below it; for a
+	// file, its own size.
+	TreeBytes int64
+	MTime     time.Time
+	UID       int
+	// Holders are the PIDs that map or hold open this path (or, for a directory, a path
+	// below it).
+	Holders []int
+}
+
+// Unit is one systemd unit's state from systemctl show.
+type Unit struct {
+	Name        string
+	LoadState   string
+	ActiveState string
+	SubState    string
+	Result      string
+	MainPID     *int
+}
+
+// Note is a limitation of the probe on this host, with a stable code.
+type Note struct {
+	Code    string // e.g. "not-root", "section-truncated", "tool-missing", "fds-unreadable"
+	Message string
+}
+
+// SectionInfo is the envelope of one capture section.
+type SectionInfo struct {
+	Name      string
+	ExitCode  *int
+	Bytes     int
+	Limit     int
+	Truncated bool
+}
