@@ -108,7 +108,7 @@ fi
 # "PID FD TARGET". Directories we may not read are counted, not listed.
 FDSCAN='
 ls -l /proc/[0-9]*/fd/ 2>&1 | awk "
-	/^\/proc\/[0-9]+\/fd:\$/ { split(\$0, p, \"/\"); pid = p[3]; next }
+	/^\/proc\/[0-9]+\/fd\/?:\$/ { split(\$0, p, \"/\"); pid = p[3]; next }
 	/Permission denied/ { denied++; next }
 	{
 		i = index(\$0, \" -> \")

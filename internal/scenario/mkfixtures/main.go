@@ -1,0 +1,164 @@
+// Command mkfixtures records the scenario captures in fixtures/ by running the real probe on
+// this machine against real processes and /dev/shm files, with a fake nvidia-smi serving the
+// GPU numbers of each scenario. Run as root on Linux from the repository root:
+//
+//	go run ./internal/scenario/mkfixtures [-only NAME]
+//
+// See fixtures/README.md for what each scenario is and where its numbers come from.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/parse"
+)
+
+type fixture struct {
+	name     string
+	hostname string
+	build    func() (scenario.SMI, func(), error)
+}
+
+func main() {
+	only := flag.String("only", "", "record only this fixture")
+	out := flag.String("dir", "fixtures", "directory to write NAME.capture files into")
+	flag.Parse()
+	for _, f := range fixtures {
+		if *only != "" && f.name != *only {
+			continue
+		}
+		if err := record(f, *out); err != nil {
+			fmt.Fprintf(os.Stderr, "mkfixtures: %s: %v\n", f.name, err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %s\n", filepath.Join(*out, f.name+".capture"))
+	}
+}
+
+func record(f fixture, dir string) error {
+	smi, stop, err := f.build()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	smiDir, err := os.MkdirTemp("", "gputriage-smi-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(smiDir)
+	if err := scenario.WriteFakeSMI(smiDir, smi); err != nil {
+		return err
+	}
+	raw, err := scenario.RunProbe(parse.ProbeScript, smiDir, f.hostname, nonce())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, f.name+".capture"), raw, 0o644)
+}
+
+func nonce() string {
+	b := make([]byte, 16)
+	f, err := os.Open("/dev/urandom")
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	if _, err := f.Read(b); err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("%x", b)
+}
+
+func gpus(n int, name, driver string, total, reserved int64, busFmt string) []scenario.GPU {
+	out := make([]scenario.GPU, n)
+	for i := range out {
+		out[i] = scenario.GPU{Index: i, UUID: fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", 0x1a2b3c00+i, 0x1000+i, 0x2000+i, 0x3000+i, 0x4000+i),
+			Name: name, BusID: fmt.Sprintf(busFmt, 0x18+i*0x10), TotalMiB: total, ReservedMiB: reserved, Driver: driver}
+	}
+	return out
+}
+
+func noStop() {}
+
+var fixtures = []fixture{
+	{name: "ct200", hostname: "ct200", build: func() (scenario.SMI, func(), error) {
+		// The incident: a leftover SGLang server of the previous deployment, PID 20629, still
+		// holds 55,286 MiB on GPU 0 and maps its weights in /dev/shm, which were rm -rf'd.
+		p, err := scenario.Start(scenario.Server{
+			Module: "sglang.launch_server",
+			Python: "/usr/bin/python3",
+			Args: []string{"--model-path", "/dev/shm/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
+				"--host", "0.0.0.0", "--port", "30000", "--mem-fraction-static", "0.55"},
+			ShmDir: "/dev/shm/Qwen3.6-27B", ShmFiles: 12, ShmBytes: 4 << 20, Delete: true,
+			Orphan: true, WantPID: 20629,
+		})
+		if err != nil {
+			return scenario.SMI{}, nil, err
+		}
+		g := gpus(8, "NVIDIA RTX PRO 6000 Blackwell Server Edition", "580.95.05", 97887, 635, "00000000:%02X:00.0")
+		g[0].UUID = "GPU-6793b112-91ac-b02e-b2b2-a7e4143a878b"
+		g[0].UsedMiB, g[0].FreeMiB, g[0].UtilPct = 55295, 41958, 0
+		for i := 1; i < 8; i++ {
+			g[i].FreeMiB = 97252
+		}
+		return scenario.SMI{GPUs: g, Apps: []scenario.App{{PID: p.PID, GPUUUID: g[0].UUID, UsedMiB: 55286, Name: "/usr/bin/python3"}}}, p.Stop, nil
+	}},
+	{name: "clean", hostname: "h200-07", build: func() (scenario.SMI, func(), error) {
+		return scenario.SMI{GPUs: gpus(8, "NVIDIA H200", "590.48.01", 143771, 568, "00000000:%02X:00.0")}, noStop, nil
+	}},
+	{name: "ghost", hostname: "a100-03", build: func() (scenario.SMI, func(), error) {
+		// 30 GiB used on GPU 2 and no process anywhere: its owner lives in a PID namespace the
+		// host cannot see into (a container), or the memory is the driver's.
+		g := gpus(4, "NVIDIA A100-SXM4-80GB", "550.90.07", 81920, 0, "00000000:%02X:00.0")
+		g[2].UsedMiB, g[2].UtilPct = 30720, 0
+		for i := range g {
+			if g[i].UsedMiB == 0 {
+				g[i].UsedMiB = 4
+			}
+			g[i].FreeMiB = 81920 - 465 - g[i].UsedMiB
+		}
+		return scenario.SMI{GPUs: g}, noStop, nil
+	}},
+	{name: "driver-mismatch", hostname: "l40s-11", build: func() (scenario.SMI, func(), error) {
+		return scenario.SMI{FailText: "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.172\n", FailRC: 18}, noStop, nil
+	}},
+	{name: "busy", hostname: "h100-02", build: func() (scenario.SMI, func(), error) {
+		// A healthy tensor-parallel 8 vLLM job: one API server and eight spawned workers, one per GPU.
+		model := "/srv/models/Llama-3.1-70B-Instruct"
+		if err := os.MkdirAll(model, 0o755); err != nil {
+			return scenario.SMI{}, nil, err
+		}
+		p, err := scenario.Start(scenario.Server{
+			Module:   "vllm.entrypoints.openai.api_server",
+			Python:   "/usr/bin/python3",
+			Args:     []string{"--model", model, "--tensor-parallel-size", "8", "--gpu-memory-utilization", "0.9", "--port", "8000"},
+			Children: 8,
+		})
+		if err != nil {
+			return scenario.SMI{}, nil, err
+		}
+		stop := func() { p.Stop(); os.RemoveAll("/srv/models") }
+		var kids []int
+		for i := 0; i < 250 && len(kids) < 8; i++ { // spawned workers exec a moment after start
+			time.Sleep(20 * time.Millisecond)
+			kids = scenario.WorkerPIDs(p.PID)
+		}
+		if len(kids) != 8 {
+			stop()
+			return scenario.SMI{}, nil, fmt.Errorf("want 8 workers, got %v", kids)
+		}
+		g := gpus(8, "NVIDIA H100 80GB HBM3", "550.90.07", 81559, 0, "00000000:%02X:00.0")
+		var apps []scenario.App
+		for i := range g {
+			g[i].UsedMiB, g[i].UtilPct = 73404+int64(i%2)*2, 97
+			g[i].FreeMiB = 81559 - 532 - g[i].UsedMiB
+			apps = append(apps, scenario.App{PID: kids[i], GPUUUID: g[i].UUID, UsedMiB: 73394 + int64(i%2)*2, Name: "/usr/bin/python3"})
+		}
+		return scenario.SMI{GPUs: g, Apps: apps}, stop, nil
+	}},
+}

@@ -1,0 +1,329 @@
+// Package scenario builds real GPU-host situations on a machine without a GPU, for tests and
+// for recording fixtures: a fake nvidia-smi that serves recorded query output, and real
+// processes with realistic command lines that map real /dev/shm files (deleted ones too).
+// Only /proc and /dev/shm are real; only nvidia-smi is pretend.
+package scenario
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+//go:embed server.py
+var serverPy string
+
+// GPU is one row the fake nvidia-smi reports.
+type GPU struct {
+	Index       int
+	UUID        string
+	Name        string
+	BusID       string
+	TotalMiB    int64
+	UsedMiB     int64
+	FreeMiB     int64 // 0 means TotalMiB - UsedMiB - ReservedMiB
+	ReservedMiB int64
+	UtilPct     int
+	Driver      string
+	MIG         string // "Disabled" when empty
+}
+
+// App is one compute-app row.
+type App struct {
+	PID     int
+	GPUUUID string
+	UsedMiB int64
+	Name    string
+}
+
+// SMI is what the fake nvidia-smi answers.
+type SMI struct {
+	GPUs []GPU
+	Apps []App
+	// Hang makes every call sleep for an hour (a wedged driver).
+	Hang bool
+	// FailText, when set, is printed instead of any answer, with exit status FailRC.
+	FailText string
+	FailRC   int
+	// OldDriver rejects memory.reserved and mig.mode.current like drivers before they existed.
+	OldDriver bool
+}
+
+const gpuHeader = "index\tuuid\tname\tpci.bus_id\tmemory.total [MiB]\tmemory.used [MiB]\tmemory.free [MiB]\tutilization.gpu [%]\tcompute_mode\tdriver_version\tmemory.reserved [MiB]\tmig.mode.current"
+const appsHeader = "pid\tgpu_uuid\tused_memory [MiB]\tprocess_name"
+
+// fakeSMI selects the requested fields from a tab-separated table beside it and prints them
+// the way nvidia-smi --format=csv,nounits does: ", " between fields, units kept in the header.
+const fakeSMI = `#!/bin/sh
+# fake nvidia-smi written by gputriage's tests: serves recorded answers from files beside it.
+d=$(dirname "$0")
+if [ -f "$d/smi.hang" ]; then exec sleep 3600; fi
+if [ -f "$d/smi.fail" ]; then cat "$d/smi.fail"; exit "$(cat "$d/smi.rc")"; fi
+table= fields=
+for a; do
+	case $a in
+	--query-gpu=*) table=$d/gpu.tsv fields=${a#*=} ;;
+	--query-compute-apps=*) table=$d/apps.tsv fields=${a#*=} ;;
+	esac
+done
+if [ -z "$table" ]; then echo "fake nvidia-smi: unsupported arguments: $*" >&2; exit 2; fi
+noheader=
+case "$*" in *noheader*) noheader=1 ;; esac
+old=
+if [ -f "$d/smi.old" ]; then old=1; fi
+exec awk -v fields="$fields" -v noheader="$noheader" -v old="$old" '
+BEGIN { FS = "\t"; nf = split(fields, want, ",") }
+NR == 1 {
+	for (i = 1; i <= NF; i++) { h = $i; sub(/ \[.*\]$/, "", h); col[h] = i; head[i] = $i }
+	for (j = 1; j <= nf; j++)
+		if (!(want[j] in col) || (old && (want[j] == "memory.reserved" || want[j] == "mig.mode.current"))) {
+			printf "Field \"%s\" is not a valid field to query.\n\n", want[j]
+			exit 2
+		}
+	if (!noheader) { for (j = 1; j <= nf; j++) printf "%s%s", (j > 1 ? ", " : ""), head[col[want[j]]]; print "" }
+	next
+}
+{ for (j = 1; j <= nf; j++) printf "%s%s", (j > 1 ? ", " : ""), $(col[want[j]]); print "" }
+' "$table"
+`
+
+// WriteFakeSMI writes an executable nvidia-smi into dir (put dir first on PATH) serving s.
+func WriteFakeSMI(dir string, s SMI) error {
+	var gpu, apps strings.Builder
+	gpu.WriteString(gpuHeader + "\n")
+	for _, g := range s.GPUs {
+		free := g.FreeMiB
+		if free == 0 {
+			free = g.TotalMiB - g.UsedMiB - g.ReservedMiB
+		}
+		mig := g.MIG
+		if mig == "" {
+			mig = "Disabled"
+		}
+		fmt.Fprintf(&gpu, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\tDefault\t%s\t%d\t%s\n",
+			g.Index, g.UUID, g.Name, g.BusID, g.TotalMiB, g.UsedMiB, free, g.UtilPct, g.Driver, g.ReservedMiB, mig)
+	}
+	apps.WriteString(appsHeader + "\n")
+	for _, a := range s.Apps {
+		fmt.Fprintf(&apps, "%d\t%s\t%d\t%s\n", a.PID, a.GPUUUID, a.UsedMiB, a.Name)
+	}
+	files := map[string]string{"nvidia-smi": fakeSMI, "gpu.tsv": gpu.String(), "apps.tsv": apps.String()}
+	if s.Hang {
+		files["smi.hang"] = ""
+	}
+	if s.FailText != "" {
+		files["smi.fail"] = s.FailText
+		files["smi.rc"] = strconv.Itoa(s.FailRC) + "\n"
+	}
+	if s.OldDriver {
+		files["smi.old"] = ""
+	}
+	for name, body := range files {
+		mode := os.FileMode(0o644)
+		if name == "nvidia-smi" {
+			mode = 0o755
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Server is a model-server-like process to start.
+type Server struct {
+	// Module is run as python3 -m Module, e.g. "sglang.launch_server"; a stand-in package of
+	// that name is written to a temporary PYTHONPATH, so the command line is the real one.
+	Module string
+	Args   []string
+	// ShmDir, if set, is created under /dev/shm with ShmFiles weight files of ShmBytes each,
+	// all mapped; Delete removes the directory afterwards (still mapped).
+	ShmDir   string
+	ShmFiles int
+	ShmBytes int64
+	Delete   bool
+	// Children spawns worker processes (multiprocessing spawn, like tensor-parallel ranks).
+	Children int
+	// Orphan detaches the server so that it is re-parented away from its starter, like a
+	// leftover whose launcher exited.
+	Orphan bool
+	// WantPID asks the kernel for this PID (root only, with Orphan; best effort through
+	// /proc/sys/kernel/ns_last_pid).
+	WantPID int
+	// Python is the interpreter; python3 on PATH when empty.
+	Python string
+}
+
+// Proc is a started server.
+type Proc struct {
+	PID    int
+	cmd    *exec.Cmd
+	tmp    string
+	shmDir string
+}
+
+// Start starts s and waits until its files are in place.
+func Start(s Server) (*Proc, error) {
+	if s.WantPID > 0 && !s.Orphan {
+		return nil, errors.New("scenario: WantPID needs Orphan")
+	}
+	return start(s)
+}
+
+func start(s Server) (*Proc, error) {
+	if s.Module == "" {
+		return nil, errors.New("scenario: Server.Module is required")
+	}
+	tmp, err := os.MkdirTemp("", "gputriage-scenario-")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proc{tmp: tmp, shmDir: s.ShmDir}
+	parts := strings.Split(s.Module, ".")
+	pkg := filepath.Join(append([]string{tmp}, parts[:len(parts)-1]...)...)
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		return nil, p.cleanup(err)
+	}
+	for dir := pkg; dir != tmp; dir = filepath.Dir(dir) {
+		if err := os.WriteFile(filepath.Join(dir, "__init__.py"), nil, 0o644); err != nil {
+			return nil, p.cleanup(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(pkg, parts[len(parts)-1]+".py"), []byte(serverPy), 0o644); err != nil {
+		return nil, p.cleanup(err)
+	}
+	python := s.Python
+	if python == "" {
+		python = "python3"
+	}
+	ready := filepath.Join(tmp, "ready")
+	argv := append([]string{python, "-m", s.Module}, s.Args...)
+	if s.Orphan {
+		argv = append([]string{"setsid", "-f"}, argv...)
+		if s.WantPID > 0 {
+			// No thread or process may start between the write and setsid's fork, so the
+			// write is done by the shell that then becomes setsid.
+			argv = append([]string{"sh", "-c", `echo "$0" >/proc/sys/kernel/ns_last_pid; exec "$@"`,
+				strconv.Itoa(s.WantPID - 1)}, argv...)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = tmp
+	cmd.Env = append(os.Environ(),
+		"PYTHONPATH="+tmp,
+		"GT_SHM_DIR="+s.ShmDir,
+		"GT_SHM_FILES="+strconv.Itoa(max(s.ShmFiles, 1)),
+		"GT_SHM_BYTES="+strconv.FormatInt(max(s.ShmBytes, 1<<20), 10),
+		"GT_CHILDREN="+strconv.Itoa(s.Children),
+		"GT_READY="+ready,
+	)
+	if s.Delete {
+		cmd.Env = append(cmd.Env, "GT_DELETE=1")
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, p.cleanup(err)
+	}
+	if !s.Orphan {
+		p.cmd = cmd
+	} else {
+		go cmd.Wait() //nolint:errcheck // setsid -f exits at once
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(ready)
+		if err == nil {
+			p.PID, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				return nil, p.cleanup(err)
+			}
+			return p, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, p.cleanup(fmt.Errorf("scenario: %s did not become ready in 20s", s.Module))
+		}
+		if p.cmd != nil && p.cmd.ProcessState != nil {
+			return nil, p.cleanup(fmt.Errorf("scenario: %s exited early", s.Module))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Stop kills the server and its workers and removes its files.
+func (p *Proc) Stop() {
+	if p.PID > 0 {
+		_ = syscall.Kill(p.PID, syscall.SIGTERM)
+		for i := 0; i < 100 && alive(p.PID); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+	}
+	if p.cmd != nil {
+		_ = p.cmd.Wait()
+	}
+	_ = p.cleanup(nil)
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && !strings.HasPrefix(string(b[i:]), ") Z")
+}
+
+func (p *Proc) cleanup(err error) error {
+	if p.shmDir != "" && strings.HasPrefix(p.shmDir, "/dev/shm/") {
+		_ = os.RemoveAll(p.shmDir)
+	}
+	_ = os.RemoveAll(p.tmp)
+	return err
+}
+
+// WorkerPIDs lists the spawned worker processes of pid (multiprocessing spawn children, not
+// its resource tracker), in PID order.
+func WorkerPIDs(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n))
+		if strings.Contains(string(cmdline), "spawn_main") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// RunProbe runs the probe script as gputriage --local would (sh -s -- NONCE), with smiDir
+// first on PATH. A non-empty hostname runs it in a new UTS namespace with that host name
+// (root only), so a fixture carries the name of the host it stands for.
+func RunProbe(script, smiDir, hostname, nonce string) ([]byte, error) {
+	argv := []string{"sh", "-s", "--", nonce}
+	if hostname != "" {
+		argv = append([]string{"unshare", "-u", "sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", hostname}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(script)
+	cmd.Env = append(os.Environ(), "PATH="+smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("probe: %v: %s", err, stderr.String())
+	}
+	return out, nil
+}

@@ -1,0 +1,66 @@
+# A stand-in for a model server, for gputriage's tests and fixtures: it loads "weights" into
+# /dev/shm the way a deployment that copies a model to RAM does, maps them, and waits. Its
+# command line is whatever the test gives it (python3 -m sglang.launch_server ...), so the
+# probe sees a realistic process holding real shared-memory files.
+#
+# Environment:
+#   GT_SHM_DIR     directory under /dev/shm to create (e.g. /dev/shm/Qwen3.6-27B)
+#   GT_SHM_FILES   number of weight files (default 2)
+#   GT_SHM_BYTES   bytes per file (default 1 MiB)
+#   GT_DELETE      "1": rm -rf GT_SHM_DIR after mapping, as the operator did
+#   GT_CHILDREN    number of spawned worker processes (multiprocessing "spawn", like TP ranks)
+#   GT_READY       file to create once everything is in place
+import mmap
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import time
+
+
+def worker(rank):
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+    while True:
+        time.sleep(3600)
+
+
+def main():
+    maps = []
+    d = os.environ.get("GT_SHM_DIR", "")
+    if d:
+        os.makedirs(d, exist_ok=True)
+        n = int(os.environ.get("GT_SHM_FILES", "2"))
+        size = int(os.environ.get("GT_SHM_BYTES", str(1 << 20)))
+        for i in range(n):
+            p = os.path.join(d, "model-%05d-of-%05d.safetensors" % (i + 1, n))
+            with open(p, "wb") as f:
+                f.truncate(size)
+            f = open(p, "r+b")
+            maps.append((f, mmap.mmap(f.fileno(), size, mmap.MAP_SHARED)))
+        if os.environ.get("GT_DELETE") == "1":
+            shutil.rmtree(d)
+    kids = []
+    for r in range(int(os.environ.get("GT_CHILDREN", "0"))):
+        ctx = multiprocessing.get_context("spawn")
+        p = ctx.Process(target=worker, args=(r,), daemon=True)
+        p.start()
+        kids.append(p)
+    ready = os.environ.get("GT_READY")
+    if ready:
+        with open(ready + ".tmp", "w") as f:
+            f.write("%d\n" % os.getpid())
+        os.rename(ready + ".tmp", ready)
+
+    def stop(*_):
+        for k in kids:
+            k.terminate()
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
