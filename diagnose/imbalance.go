@@ -1,0 +1,357 @@
+package diagnose
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+const (
+	// sglangRatio is SGLang's tensor-parallel startup check: every rank fails when the
+	// smallest free memory across ranks is below sglangRatio × its own free memory.
+	sglangRatio = 0.9
+	// vllmUtilization is vLLM's default gpu_memory_utilization: each GPU must have this
+	// fraction of its total memory free at startup.
+	vllmUtilization = 0.9
+	// sizeTolerance groups GPUs whose memory.total differs by at most this fraction (the
+	// same model can report a few MiB more or less, e.g. with ECC toggled).
+	sizeTolerance = 0.02
+	// An imbalance is reported only when the spread of free memory is at least
+	// minSpreadFraction of the GPU's total and minSpreadMiB: on GPUs that a healthy job has
+	// nearly filled, a few hundred MiB of difference fails the ratio but means nothing.
+	minSpreadFraction = 0.05
+	minSpreadMiB      = 1024
+)
+
+type gpuMem struct {
+	g                 *parse.GPU
+	total, free, used int64
+	usedKnown         bool
+}
+
+// gpuGroups splits the GPUs with known total and free memory, MIG off, into groups of the
+// same size; each group is what a tensor-parallel job would span.
+func (h *host) gpuGroups() [][]gpuMem {
+	var all []gpuMem
+	for i := range h.s.GPUs {
+		g := &h.s.GPUs[i]
+		if g.MemoryTotalMiB == nil || g.MemoryFreeMiB == nil || *g.MemoryTotalMiB <= 0 || g.MIGMode == "Enabled" {
+			continue
+		}
+		m := gpuMem{g: g, total: *g.MemoryTotalMiB, free: *g.MemoryFreeMiB}
+		if g.MemoryUsedMiB != nil {
+			m.used, m.usedKnown = *g.MemoryUsedMiB, true
+		}
+		all = append(all, m)
+	}
+	slices.SortStableFunc(all, func(a, b gpuMem) int {
+		return cmp.Or(cmp.Compare(a.total, b.total), cmp.Compare(a.g.Index, b.g.Index))
+	})
+	var groups [][]gpuMem
+	for _, m := range all {
+		n := len(groups)
+		if n > 0 && float64(m.total) <= float64(groups[n-1][0].total)*(1+sizeTolerance) {
+			groups[n-1] = append(groups[n-1], m)
+			continue
+		}
+		groups = append(groups, []gpuMem{m})
+	}
+	for _, grp := range groups {
+		slices.SortFunc(grp, func(a, b gpuMem) int { return a.g.Index - b.g.Index })
+	}
+	return groups
+}
+
+// imbalanceFindings runs SGLang's check on each group of same-size GPUs.
+func (h *host) imbalanceFindings() []Finding {
+	var out []Finding
+	for _, grp := range h.gpuGroups() {
+		if len(grp) < 2 {
+			continue
+		}
+		if f, ok := h.imbalance(grp); ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
+	lo, hi := grp[0], grp[0]
+	maxTotal := grp[0].total
+	for _, m := range grp[1:] {
+		if m.free < lo.free {
+			lo = m
+		}
+		if m.free > hi.free {
+			hi = m
+		}
+		maxTotal = max(maxTotal, m.total)
+	}
+	limit := sglangRatio * float64(hi.free)
+	need := int64(math.Round(limit))
+	spread := hi.free - lo.free
+	if float64(lo.free) >= limit || spread < minSpreadMiB || float64(spread) < minSpreadFraction*float64(maxTotal) {
+		return Finding{}, false
+	}
+
+	var idx, short, pass []int
+	for _, m := range grp {
+		idx = append(idx, m.g.Index)
+		if float64(m.free) < limit {
+			short = append(short, m.g.Index)
+		}
+	}
+
+	f := Finding{Code: CodeMemoryImbalance, GPUs: idx}
+	f.Title = fmt.Sprintf("SGLang's TP check fails on %s: GPU %d has %s free vs %s on GPU %d",
+		fmtGPUs(idx), lo.g.Index, fmtMiB(lo.free), fmtMiB(hi.free), hi.g.Index)
+
+	// The group and each GPU's memory, GPUs with identical numbers on one line.
+	f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, %s total each", fmtGPUs(idx), groupName(grp), totalRange(grp)))
+	type row struct {
+		used, free int64
+		known      bool
+	}
+	var rows []row
+	rowGPUs := map[row][]int{}
+	for _, m := range grp {
+		r := row{m.used, m.free, m.usedKnown}
+		if _, ok := rowGPUs[r]; !ok {
+			rows = append(rows, r)
+		}
+		rowGPUs[r] = append(rowGPUs[r], m.g.Index)
+	}
+	for _, r := range rows {
+		used := "used unknown"
+		if r.known {
+			used = "used " + fmtMiB(r.used)
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, free %s", fmtGPUs(rowGPUs[r]), used, fmtMiBGiB(r.free)))
+	}
+	check := fmt.Sprintf("%s < 0.9 × %s = %s", thousands(lo.free), thousands(hi.free), fmtMiB(need))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("SGLang TP check: min free %s (GPU %d) < 0.9 × max free %s (GPU %d) = %s → fails",
+		fmtMiB(lo.free), lo.g.Index, fmtMiB(hi.free), hi.g.Index, fmtMiB(need)))
+
+	// vLLM: per GPU, free >= utilization × total.
+	var vfail []int
+	for _, m := range grp {
+		if float64(m.free) < vllmUtilization*float64(m.total) {
+			vfail = append(vfail, m.g.Index)
+		} else {
+			pass = append(pass, m.g.Index)
+		}
+	}
+	vneed := int64(math.Round(vllmUtilization * float64(grp[0].total)))
+	vline := fmt.Sprintf("vLLM check (gpu_memory_utilization=0.9): needs 0.9 × %s = %s free per GPU → ",
+		thousands(grp[0].total), fmtMiB(vneed))
+	switch {
+	case len(vfail) == 0:
+		vline += "passes on every GPU"
+	case len(pass) == 0:
+		vline += "fails on every GPU (lowest " + fmtMiB(lo.free) + " free)"
+	default:
+		vline += fmt.Sprintf("fails on %s (lowest %s free); %s pass", fmtGPUs(vfail), fmtMiB(lo.free), fmtGPUs(pass))
+	}
+	f.Evidence = append(f.Evidence, vline)
+
+	// Who holds the memory on the GPUs that fall short.
+	var holders []*GPUProcess
+	var unattributed int64
+	leftover := false
+	for _, gi := range short {
+		var on []*GPUProcess
+		var sum int64
+		for i := range h.procs {
+			gp := &h.procs[i]
+			if mem := gp.GPUMemoryMiB[gi]; mem > 0 {
+				on = append(on, gp)
+				sum += mem
+			}
+		}
+		slices.SortFunc(on, func(a, b *GPUProcess) int {
+			return cmp.Or(cmp.Compare(b.GPUMemoryMiB[gi], a.GPUMemoryMiB[gi]), cmp.Compare(a.PID, b.PID))
+		})
+		for _, gp := range on {
+			line := fmt.Sprintf("GPU %d: PID %d holds %s: %s", gi, gp.PID, fmtMiB(gp.GPUMemoryMiB[gi]), h.cmdline(gp.PID))
+			if _, ok := h.leftovers[gp.PID]; ok {
+				line += " (looks abandoned: see leftover-process)"
+				leftover = true
+			}
+			f.Evidence = append(f.Evidence, line)
+			if !slices.Contains(holders, gp) {
+				holders = append(holders, gp)
+			}
+		}
+		if g := h.gpuByIndex[gi]; g != nil && g.MemoryUsedMiB != nil {
+			if rest := *g.MemoryUsedMiB - sum; rest > h.ghostBaseline(g) {
+				line := fmt.Sprintf("GPU %d: %s used by no listed process (see ghost-memory)", gi, fmtMiB(rest))
+				var open []int
+				for i := range h.procs {
+					gp := &h.procs[i]
+					if gp.GPUMemoryMiB[gi] == 0 && slices.Contains(gp.GPUs, gi) && !h.isDriverHelper(gp.PID) {
+						open = append(open, gp.PID)
+					}
+				}
+				if len(open) > 0 {
+					line += fmt.Sprintf("; /dev/nvidia%d is open in %s", gi, fmtPIDs(open))
+				}
+				f.Evidence = append(f.Evidence, line)
+				unattributed += rest
+			}
+		}
+	}
+	slices.SortFunc(holders, func(a, b *GPUProcess) int { return a.PID - b.PID })
+	for _, gp := range holders {
+		f.PIDs = append(f.PIDs, gp.PID)
+	}
+
+	var ex strings.Builder
+	fmt.Fprintf(&ex, "A tensor-parallel launch across %s fails SGLang's startup check (\"The memory capacity is unbalanced. Some GPUs may be occupied by other processes.\"): "+
+		"each rank takes the smallest free memory across all ranks and refuses to start if it is below 90%% of its own free memory. "+
+		"Here GPU %d has %s free and GPU %d has %s, and %s. "+
+		"SGLang prints these numbers in GiB, measured after each rank has created its CUDA context, so its figures read a little lower. ",
+		fmtGPUs(idx), lo.g.Index, fmtMiB(lo.free), hi.g.Index, fmtMiB(hi.free), check)
+	if len(vfail) > 0 {
+		fmt.Fprintf(&ex, "vLLM checks each GPU on its own: with gpu_memory_utilization=0.9 it needs %s free on every GPU, which %s %s not have. ",
+			fmtMiB(vneed), fmtGPUs(vfail), plural(len(vfail), "does", "do"))
+	}
+	var who []string
+	for _, gp := range holders {
+		who = append(who, fmt.Sprintf("PID %d (%s, %s)", gp.PID, shortCmd(gp), fmtMiB(gp.memMiB())))
+	}
+	switch {
+	case leftover:
+		f.Severity = Error
+		fmt.Fprintf(&ex, "The memory missing on %s is held by %s, which looks left over from an earlier run (see leftover-process): stopping it brings the GPUs back into balance.",
+			fmtGPUs(short), strings.Join(who, ", "))
+	case unattributed > 0 || len(holders) == 0:
+		f.Severity = Error
+		fmt.Fprintf(&ex, "nvidia-smi lists no process for %s of the memory used on %s (see ghost-memory), so nothing on this host is known to be using it.",
+			fmtMiB(unattributed), fmtGPUs(short))
+	default:
+		// Every byte is held by work that looks healthy: the host is shared between jobs,
+		// which explains why a wide launch fails but is not a fault of the host.
+		f.Severity = Info
+		fmt.Fprintf(&ex, "The memory on %s is held by running work that looks healthy: %s. Either wait for it to finish, or launch only on the GPUs that have room, with CUDA_VISIBLE_DEVICES set to them and a tensor-parallel size that fits.",
+			fmtGPUs(short), strings.Join(who, ", "))
+	}
+	f.Explanation = ex.String()
+
+	for _, gp := range holders {
+		if _, ok := h.leftovers[gp.PID]; ok {
+			f.Fix = append(f.Fix, h.stopCommands(gp)...)
+		}
+	}
+	if f.Severity == Info && len(pass) > 0 {
+		f.Fix = append(f.Fix, "export CUDA_VISIBLE_DEVICES="+joinInts(pass, ",")+"  # only the GPUs with room")
+	}
+	f.Fix = append(f.Fix, "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv")
+	return f, true
+}
+
+func groupName(grp []gpuMem) string {
+	name := grp[0].g.Name
+	for _, m := range grp[1:] {
+		if m.g.Name != name {
+			return "mixed models"
+		}
+	}
+	if name == "" {
+		return "model unknown"
+	}
+	return name
+}
+
+func totalRange(grp []gpuMem) string {
+	lo, hi := grp[0].total, grp[0].total
+	for _, m := range grp {
+		lo, hi = min(lo, m.total), max(hi, m.total)
+	}
+	if lo == hi {
+		return fmtMiB(lo)
+	}
+	return thousands(lo) + "–" + fmtMiB(hi)
+}
+
+func joinInts(xs []int, sep string) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, sep)
+}
+
+// busyFindings reports healthy GPU work, one finding per job, so a busy host reads as fine.
+func (h *host) busyFindings() []Finding {
+	jobs := map[string][]*GPUProcess{}
+	var keys []string
+	for i := range h.procs {
+		gp := &h.procs[i]
+		if gp.memMiB() <= 0 {
+			continue
+		}
+		if _, bad := h.leftovers[gp.PID]; bad {
+			continue
+		}
+		if p := h.procByPID[gp.PID]; p != nil && p.Gone {
+			continue
+		}
+		k := h.jobKey(gp)
+		if _, ok := jobs[k]; !ok {
+			keys = append(keys, k)
+		}
+		jobs[k] = append(jobs[k], gp)
+	}
+	slices.Sort(keys)
+	var out []Finding
+	for _, k := range keys {
+		procs := jobs[k]
+		perGPU := map[int]int64{}
+		var total int64
+		f := Finding{Code: CodeGPUBusy, Severity: Info}
+		for _, gp := range procs {
+			f.PIDs = append(f.PIDs, gp.PID)
+			for g, m := range gp.GPUMemoryMiB {
+				perGPU[g] += m
+				total += m
+			}
+		}
+		for g := range perGPU {
+			f.GPUs = append(f.GPUs, g)
+		}
+		slices.Sort(f.GPUs)
+		title := h.jobTitle(k, procs)
+		f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", fmtGPUs(f.GPUs), title, fmtMiB(total), len(procs), plural(len(procs), "process", "processes"))
+		f.Explanation = fmt.Sprintf("This GPU memory is held by %s, and nothing suggests %s abandoned. This is information about the host, not a problem.",
+			title, plural(len(procs), "it is", "they are"))
+		f.Evidence = append(f.Evidence, h.ownerEvidence(procs[0])...)
+		for _, g := range f.GPUs {
+			line := fmt.Sprintf("GPU %d: %s used by this job", g, fmtMiB(perGPU[g]))
+			if gg := h.gpuByIndex[g]; gg != nil && gg.MemoryUsedMiB != nil && gg.MemoryTotalMiB != nil {
+				line += fmt.Sprintf(" (GPU: %s of %s used)", thousands(*gg.MemoryUsedMiB), fmtMiB(*gg.MemoryTotalMiB))
+			}
+			f.Evidence = append(f.Evidence, line)
+		}
+		const maxLines = 10
+		for i, gp := range procs {
+			if i == maxLines {
+				f.Evidence = append(f.Evidence, fmt.Sprintf("… and %d more processes", len(procs)-maxLines))
+				break
+			}
+			age := "age unknown"
+			if gp.Elapsed != nil {
+				age = "up " + fmtAge(*gp.Elapsed)
+			}
+			f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d (%s, %s, %s on %s): %s", gp.PID, h.userName(gp.UID, gp.User), age,
+				fmtMiB(gp.memMiB()), fmtGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
+		}
+		out = append(out, f)
+	}
+	return out
+}

@@ -1,0 +1,537 @@
+package diagnose
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// A process is "much older than the host's other GPU work" when it has run at least
+// olderFactor times as long as the oldest GPU process of any other job, and at least
+// olderMargin longer.
+const (
+	olderFactor = 2
+	olderMargin = time.Hour
+)
+
+// verifyGPU is the command that shows whether a fix gave GPU memory back.
+const verifyGPU = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
+
+// transientShmPrefixes name /dev/shm files that runtimes create and unlink at once by design
+// (NCCL, PyTorch's file_descriptor sharing, POSIX semaphores, Python's SharedMemory, Ray's
+// object store, MPI/UCX transports): a live process mapping such a deleted file is normal.
+var transientShmPrefixes = []string{
+	"nccl-", "torch_", "sem.", "psm_", "plasma", "pulse-shm-", "cuda.shm", "vader", "ucx",
+	"mpi", "__KMP", "wayland", "xshmfence", ".org.chromium", "lttng", "jack", "pym-",
+}
+
+// shmTop is the first path element below /dev/shm ("" when p is not under /dev/shm) and
+// whether p is deeper than that.
+func shmTop(p string) (top string, nested bool) {
+	rest, ok := strings.CutPrefix(p, "/dev/shm/")
+	if !ok {
+		return "", false
+	}
+	top, _, nested = strings.Cut(rest, "/")
+	return top, nested
+}
+
+// isTransientShm reports whether a /dev/shm file is a runtime's unlinked-by-design segment.
+func isTransientShm(p string) bool {
+	top, nested := shmTop(p)
+	if nested || top == "" {
+		return false
+	}
+	for _, pre := range transientShmPrefixes {
+		if strings.HasPrefix(top, pre) {
+			return true
+		}
+	}
+	return false
+}
+
+// weightsExt are file extensions of model weights and checkpoints.
+var weightsExt = []string{
+	".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".npy", ".npz", ".h5", ".onnx",
+	".msgpack", ".index",
+}
+
+// isDeliberatelyDeleted reports whether a deleted /dev/shm file looks like data someone
+// removed by hand (a weights directory, a checkpoint), not a runtime's scratch segment.
+func isDeliberatelyDeleted(p string) bool {
+	if _, nested := shmTop(p); nested {
+		return true
+	}
+	ext := strings.ToLower(path.Ext(p))
+	return slices.Contains(weightsExt, ext)
+}
+
+// deletedShm are the process's deleted, non-transient /dev/shm files, one per path (the
+// largest size seen wins), sorted by path.
+func deletedShm(p *parse.Process) []parse.ShmUse {
+	byPath := map[string]parse.ShmUse{}
+	for _, u := range p.Shm {
+		if !u.Deleted || isTransientShm(u.Path) {
+			continue
+		}
+		prev, ok := byPath[u.Path]
+		if !ok {
+			byPath[u.Path] = u
+			continue
+		}
+		prev.Mapped = prev.Mapped || u.Mapped
+		prev.Open = prev.Open || u.Open
+		if u.Bytes != nil && (prev.Bytes == nil || *u.Bytes > *prev.Bytes) {
+			prev.Bytes = u.Bytes
+		}
+		byPath[u.Path] = prev
+	}
+	out := make([]parse.ShmUse, 0, len(byPath))
+	for _, u := range byPath {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b parse.ShmUse) int { return strings.Compare(a.Path, b.Path) })
+	return out
+}
+
+// leftoverVerdict is why a process looks abandoned. It is a leftover only with at least one
+// strong reason; weak ones are shown alongside.
+type leftoverVerdict struct {
+	strong, weak []string
+}
+
+func (v leftoverVerdict) reasons() []string { return append(slices.Clone(v.strong), v.weak...) }
+
+// managed reports whether something other than a login shell owns the process: a service, a
+// container, a pod or a Slurm job. Orphaned processes there are normal (daemons re-parent).
+func managed(gp *GPUProcess) bool {
+	return gp.Container != "" || gp.SlurmJob != "" || (gp.Unit != "" && !isSessionScope(gp.Unit))
+}
+
+// judgeLeftovers fills h.leftovers for every GPU process that looks abandoned.
+func (h *host) judgeLeftovers() {
+	for i := range h.procs {
+		gp := &h.procs[i]
+		if len(gp.GPUs) == 0 || h.isDriverHelper(gp.PID) {
+			continue
+		}
+		p := h.procByPID[gp.PID]
+		if p == nil || p.Gone {
+			continue
+		}
+		v := h.leftoverReasons(gp, p)
+		if len(v.strong) > 0 {
+			h.leftovers[gp.PID] = v
+		}
+	}
+}
+
+func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict {
+	var v leftoverVerdict
+	if u := h.units[gp.Unit]; u != nil {
+		switch u.ActiveState {
+		case "inactive", "failed", "deactivating":
+			s := fmt.Sprintf("its systemd unit %s is %s", u.Name, u.ActiveState)
+			if u.Result != "" && u.Result != "success" {
+				s += " (result: " + u.Result + ")"
+			}
+			v.strong = append(v.strong, s+", yet the process is still running")
+		}
+		if isSessionScope(u.Name) && u.SubState == "abandoned" {
+			v.weak = append(v.weak, "the login session that started it ("+u.Name+") has ended")
+		}
+	}
+	switch p.State {
+	case "Z":
+		v.strong = append(v.strong, "it is a zombie (state Z): it has exited but its parent has not reaped it")
+	case "T":
+		v.strong = append(v.strong, "it is stopped (state T, e.g. suspended with Ctrl-Z or SIGSTOP)")
+	case "t":
+		v.weak = append(v.weak, "it is stopped by a debugger (state t)")
+	}
+	var deliberate, other []string
+	for _, u := range deletedShm(p) {
+		if isDeliberatelyDeleted(u.Path) {
+			deliberate = append(deliberate, u.Path)
+		} else {
+			other = append(other, u.Path)
+		}
+	}
+	if len(deliberate) > 0 {
+		v.strong = append(v.strong, "files it maps from /dev/shm were deleted ("+listSome(deliberate, 2)+"): someone cleaned up after it as if it were gone")
+	}
+	if len(other) > 0 {
+		v.weak = append(v.weak, "it maps deleted /dev/shm files ("+listSome(other, 2)+")")
+	}
+	// Inside a container the path is resolved in the container's mount namespace, which the
+	// probe did not look into: a missing path proves nothing there.
+	if gp.Container == "" {
+		for _, m := range p.ModelPaths {
+			if !m.Exists {
+				v.strong = append(v.strong, "the model path on its command line, "+m.Path+", no longer exists")
+			}
+		}
+	}
+	orphan := gp.PPID != nil && *gp.PPID == 1 && !managed(gp)
+	older, olderBy := h.muchOlder(gp)
+	switch {
+	case orphan && older:
+		v.strong = append(v.strong, "it is orphaned (parent PID 1, outside any service, container or Slurm job) and "+olderBy)
+	case orphan:
+		v.weak = append(v.weak, "it is orphaned: parent PID 1, outside any service, container or Slurm job")
+	case older:
+		v.weak = append(v.weak, olderBy)
+	}
+	return v
+}
+
+// muchOlder reports whether gp has run much longer than every GPU process of other jobs.
+func (h *host) muchOlder(gp *GPUProcess) (bool, string) {
+	if gp.Elapsed == nil {
+		return false, ""
+	}
+	key := h.jobKey(gp)
+	var oldest time.Duration
+	found := false
+	for i := range h.procs {
+		o := &h.procs[i]
+		if o.PID == gp.PID || o.Elapsed == nil || o.memMiB() <= 0 || h.jobKey(o) == key {
+			continue
+		}
+		if !found || *o.Elapsed > oldest {
+			oldest, found = *o.Elapsed, true
+		}
+	}
+	if !found {
+		return false, ""
+	}
+	if *gp.Elapsed >= olderFactor*oldest && *gp.Elapsed-oldest >= olderMargin {
+		return true, fmt.Sprintf("it has run for %s, while the host's other GPU work started at most %s ago", fmtAge(*gp.Elapsed), fmtAge(oldest))
+	}
+	return false, ""
+}
+
+func listSome(xs []string, n int) string {
+	if len(xs) <= n {
+		return strings.Join(xs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(xs[:n], ", "), len(xs)-n)
+}
+
+// shortCmd is a process's command in a few words: "python3 -m sglang.launch_server".
+func shortCmd(gp *GPUProcess) string {
+	if len(gp.Argv) == 0 {
+		if gp.Name != "" {
+			return path.Base(gp.Name)
+		}
+		return "process"
+	}
+	words := []string{path.Base(gp.Argv[0])}
+	if strings.HasPrefix(words[0], "python") && len(gp.Argv) > 2 && gp.Argv[1] == "-m" {
+		words = append(words, "-m", gp.Argv[2])
+	} else if strings.HasPrefix(words[0], "python") && len(gp.Argv) > 1 && !strings.HasPrefix(gp.Argv[1], "-") {
+		words = append(words, path.Base(gp.Argv[1]))
+	}
+	return fmtArgv(words, false)
+}
+
+// sudo is the prefix a command needs when the probe's user was not root and the target is
+// not its own.
+func (h *host) sudo(owner *int) string {
+	uid := h.s.Host.UID
+	if uid == nil || *uid == 0 {
+		return ""
+	}
+	if owner != nil && *owner == *uid {
+		return ""
+	}
+	return "sudo "
+}
+
+// killCommands are the commands to stop one unmanaged process: SIGTERM, and SIGKILL if it is
+// still there 30 s later.
+func (h *host) killCommands(gp *GPUProcess) []string {
+	pid := strconv.Itoa(gp.PID)
+	sudo := h.sudo(gp.UID)
+	cmds := []string{sudo + "kill " + pid}
+	if gp.State == "T" || gp.State == "t" {
+		// A stopped process only acts on SIGTERM once continued.
+		cmds[0] += "; " + sudo + "kill -CONT " + pid
+	}
+	return append(cmds, "sleep 30; kill -0 "+pid+" 2>/dev/null && "+sudo+"kill -9 "+pid)
+}
+
+// stopCommands are the commands that would make gp exit, through whatever owns it.
+func (h *host) stopCommands(gp *GPUProcess) []string {
+	p := h.procByPID[gp.PID]
+	var c parse.Cgroup
+	if p != nil {
+		c = p.Cgroup
+	}
+	switch {
+	case c.PodUID != "":
+		return []string{
+			"kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep " + shellWord(c.PodUID),
+			"kubectl delete pod -n NAMESPACE NAME  # NAMESPACE and NAME from the line above",
+		}
+	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
+		return []string{c.Runtime + " stop " + shellWord(short(c.ContainerID))}
+	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
+		return []string{h.sudo(nil) + "crictl stop " + shellWord(c.ContainerID)}
+	case c.SlurmJob != "":
+		return []string{"scancel " + shellWord(c.SlurmJob)}
+	case gp.State == "Z":
+		return h.zombieCommands(gp)
+	case c.Unit != "" && !isSessionScope(c.Unit) && c.Unit != "slurmstepd.scope" && !strings.HasPrefix(c.Unit, "user@"):
+		cmds := []string{h.sudo(nil) + "systemctl stop " + shellWord(c.Unit)}
+		if u := h.units[c.Unit]; u != nil && u.ActiveState != "active" && u.ActiveState != "reloading" && u.ActiveState != "activating" {
+			// systemd considers the unit stopped already; the process escaped it.
+			cmds = append(cmds, h.killCommands(gp)...)
+		}
+		return cmds
+	}
+	return h.killCommands(gp)
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// zombieCommands: a zombie cannot be killed, only reaped by its parent. Killing the parent
+// hands it to init, which reaps it. A zombie that still holds GPU memory has threads stuck
+// in the driver; those show as D in ps.
+func (h *host) zombieCommands(gp *GPUProcess) []string {
+	pid := strconv.Itoa(gp.PID)
+	var cmds []string
+	if gp.PPID != nil && *gp.PPID > 1 {
+		pp := strconv.Itoa(*gp.PPID)
+		var owner *int
+		if parent := h.procByPID[*gp.PPID]; parent != nil {
+			owner = parent.UID
+		}
+		cmds = append(cmds, h.sudo(owner)+"kill "+pp+"  # the parent, which should have reaped "+pid)
+	}
+	return append(cmds,
+		"ps -L -o pid,lwp,stat,wchan:32,cmd -p "+pid+"  # threads in state D are stuck in the driver",
+		h.sudo(nil)+"dmesg -T | grep -iE 'NVRM|Xid'")
+}
+
+// stateNames are the /proc/PID/stat states, for people.
+var stateNames = map[string]string{
+	"R": "running", "S": "sleeping", "D": "uninterruptible wait, usually in the kernel or a driver",
+	"Z": "zombie", "T": "stopped", "t": "stopped by a debugger", "I": "idle kernel thread", "X": "dead",
+}
+
+// leftoverFindings reports each process judgeLeftovers flagged.
+func (h *host) leftoverFindings() []Finding {
+	var out []Finding
+	for i := range h.procs {
+		gp := &h.procs[i]
+		v, ok := h.leftovers[gp.PID]
+		if !ok {
+			continue
+		}
+		out = append(out, h.leftoverFinding(gp, v))
+	}
+	return out
+}
+
+func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
+	p := h.procByPID[gp.PID]
+	holds := "holds " + fmtGPUs(gp.GPUs)
+	if mem := gp.memMiB(); mem > 0 {
+		holds = "holds " + fmtMiB(mem) + " on " + fmtGPUs(gp.memGPUs())
+	}
+	f := Finding{
+		Code:     CodeLeftoverProcess,
+		Severity: Error,
+		Title:    fmt.Sprintf("PID %d looks abandoned: %s %s", gp.PID, shortCmd(gp), holds),
+		GPUs:     slices.Clone(gp.GPUs),
+		PIDs:     []int{gp.PID},
+	}
+	reasons := v.reasons()
+	var ex strings.Builder
+	fmt.Fprintf(&ex, "PID %d %s, but it looks left over from an earlier run: %s. ", gp.PID, holds, strings.Join(reasons, "; "))
+	ex.WriteString("Until it exits, that GPU memory is unavailable to new jobs, and a tensor-parallel job that spans these GPUs will refuse to start or run out of memory. ")
+	if gp.State == "Z" {
+		ex.WriteString("A zombie cannot be killed: its parent has to reap it, which happens when the parent exits. A zombie that still holds GPU memory usually has threads stuck in the driver; if killing the parent does not free it, only a reboot will.")
+	} else {
+		ex.WriteString("Stop it with the commands below (gputriage never runs them); check first that nobody still needs it.")
+	}
+	f.Explanation = ex.String()
+
+	f.Evidence = append(f.Evidence, "cmdline: "+h.cmdline(gp.PID))
+	f.Evidence = append(f.Evidence, "user: "+h.userName(gp.UID, gp.User))
+	if gp.Elapsed != nil {
+		line := "running for " + fmtAge(*gp.Elapsed)
+		if p != nil && p.StartTime != nil {
+			line += " (started " + fmtTime(*p.StartTime) + ")"
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
+	if gp.State != "" {
+		line := "state: " + gp.State
+		if n := stateNames[gp.State]; n != "" {
+			line += " (" + n + ")"
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
+	if gp.PPID != nil {
+		line := "parent: PID " + strconv.Itoa(*gp.PPID)
+		if *gp.PPID == 1 && !managed(gp) {
+			line += " (orphaned: re-parented to init)"
+		} else if pp := h.procByPID[*gp.PPID]; pp != nil && pp.Comm != "" {
+			line += " (" + pp.Comm + ")"
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
+	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
+	for _, g := range gp.memGPUs() {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(gp.GPUMemoryMiB[g])))
+	}
+	if p != nil {
+		for _, u := range deletedShm(p) {
+			f.Files = append(f.Files, u.Path)
+		}
+		for _, m := range p.ModelPaths {
+			if !m.Exists && gp.Container == "" {
+				f.Files = append(f.Files, m.Path)
+			}
+		}
+	}
+	for _, r := range reasons {
+		f.Evidence = append(f.Evidence, "reason: "+r)
+	}
+	f.Fix = append(h.stopCommands(gp), verifyGPU)
+	return f
+}
+
+// ownerEvidence names the unit, container and job a process runs in.
+func (h *host) ownerEvidence(gp *GPUProcess) []string {
+	var ev []string
+	if gp.Unit != "" {
+		line := "systemd unit: " + gp.Unit
+		if u := h.units[gp.Unit]; u != nil {
+			line += " (" + u.ActiveState
+			if u.SubState != "" {
+				line += "/" + u.SubState
+			}
+			if u.Result != "" && u.Result != "success" {
+				line += ", result " + u.Result
+			}
+			line += ")"
+		}
+		ev = append(ev, line)
+	}
+	if gp.Container != "" {
+		ev = append(ev, "container: "+gp.Container)
+	}
+	if gp.SlurmJob != "" {
+		line := "Slurm job: " + gp.SlurmJob
+		if p := h.procByPID[gp.PID]; p != nil && p.Cgroup.SlurmStep != "" {
+			line += " step " + p.Cgroup.SlurmStep
+		}
+		ev = append(ev, line)
+	}
+	return ev
+}
+
+// shmDeletedFindings reports, per process, the deleted /dev/shm files it keeps alive.
+func (h *host) shmDeletedFindings() []Finding {
+	holders := map[string][]int{} // path -> PIDs that keep it
+	perPID := map[int][]parse.ShmUse{}
+	var pids []int
+	for i := range h.s.Processes {
+		p := &h.s.Processes[i]
+		if p.Gone {
+			continue
+		}
+		uses := deletedShm(p)
+		if len(uses) == 0 {
+			continue
+		}
+		perPID[p.PID] = uses
+		pids = append(pids, p.PID)
+		for _, u := range uses {
+			holders[u.Path] = append(holders[u.Path], p.PID)
+		}
+	}
+	slices.Sort(pids)
+	var out []Finding
+	for _, pid := range pids {
+		uses := perPID[pid]
+		var total int64
+		unknown := 0
+		f := Finding{Code: CodeShmDeletedMapped, Severity: Warning, PIDs: []int{pid}}
+		for _, u := range uses {
+			f.Files = append(f.Files, u.Path)
+			size := "size unknown"
+			if u.Bytes != nil {
+				total += *u.Bytes
+				size = fmtBytes(*u.Bytes)
+			} else {
+				unknown++
+			}
+			how := []string{}
+			if u.Mapped {
+				how = append(how, "mapped")
+			}
+			if u.Open {
+				how = append(how, "open")
+			}
+			line := fmt.Sprintf("%s (deleted): %s", u.Path, size)
+			if len(how) > 0 {
+				line += ", " + strings.Join(how, " and ")
+			}
+			if others := without(holders[u.Path], pid); len(others) > 0 {
+				line += ", also kept by " + fmtPIDs(others)
+			}
+			f.Evidence = append(f.Evidence, line)
+		}
+		amount := fmtBytes(total)
+		if unknown > 0 && total == 0 {
+			amount = "an unknown amount"
+		} else if unknown > 0 {
+			amount = "at least " + amount
+		}
+		n := len(uses)
+		f.Title = fmt.Sprintf("PID %d keeps %s of deleted /dev/shm %s in RAM", pid, amount, plural(n, "file", "files"))
+		gp := h.gpByPID[pid]
+		if gp == nil {
+			// Not a GPU process: describe it from /proc alone.
+			p := h.procByPID[pid]
+			gp = &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
+				Unit: p.Cgroup.Unit, Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+		}
+		f.GPUs = slices.Clone(gp.GPUs)
+		head := []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
+		head = append(head, h.ownerEvidence(gp)...)
+		f.Evidence = append(head, append(f.Evidence, "total: "+amount)...)
+		f.Explanation = fmt.Sprintf("%d %s under /dev/shm %s deleted (with rm, or by the program itself) while PID %d still maps or holds %s open. "+
+			"/dev/shm is RAM: deleting a file there only removes its name, and the memory is freed when the last process using it exits. "+
+			"Running rm again, or dropping caches, does not help; nor does it give back any GPU memory the process holds. "+
+			"The RAM comes back only when PID %d (and any other process listed) exits.",
+			n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
+		f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
+		out = append(out, f)
+	}
+	return out
+}
+
+func without(xs []int, x int) []int {
+	var out []int
+	for _, y := range xs {
+		if y != x {
+			out = append(out, y)
+		}
+	}
+	return out
+}

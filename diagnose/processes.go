@@ -1,0 +1,354 @@
+package diagnose
+
+import (
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// host is one snapshot with the indexes every check needs, built once.
+type host struct {
+	s   *parse.Snapshot
+	ref time.Time // the host's clock when the probe ran
+
+	gpuByUUID  map[string]int // upper-cased UUID -> GPU index
+	gpuByIndex map[int]*parse.GPU
+	procByPID  map[int]*parse.Process
+	units      map[string]*parse.Unit
+	uidNames   map[int]string
+
+	procs     []GPUProcess // sorted by PID
+	gpByPID   map[int]*GPUProcess
+	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
+
+	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
+}
+
+func newHost(s *parse.Snapshot, now time.Time) *host {
+	h := &host{
+		s:          s,
+		ref:        now,
+		gpuByUUID:  map[string]int{},
+		gpuByIndex: map[int]*parse.GPU{},
+		procByPID:  map[int]*parse.Process{},
+		units:      map[string]*parse.Unit{},
+		uidNames:   map[int]string{},
+		gpByPID:    map[int]*GPUProcess{},
+		leftovers:  map[int]leftoverVerdict{},
+	}
+	if s.Host.Time != nil {
+		h.ref = *s.Host.Time
+	}
+	for i := range s.GPUs {
+		g := &s.GPUs[i]
+		h.gpuByIndex[g.Index] = g
+		if g.UUID != "" {
+			h.gpuByUUID[strings.ToUpper(g.UUID)] = g.Index
+		}
+	}
+	for i := range s.Processes {
+		p := &s.Processes[i]
+		h.procByPID[p.PID] = p
+		if p.UID != nil && p.User != "" {
+			h.uidNames[*p.UID] = p.User
+		}
+	}
+	if s.Host.UID != nil && s.Host.User != "" {
+		h.uidNames[*s.Host.UID] = s.Host.User
+	}
+	for i := range s.Units {
+		h.units[s.Units[i].Name] = &s.Units[i]
+	}
+	h.joinProcesses()
+	return h
+}
+
+// deviceGPU maps a device node to the GPU it opens: /dev/nvidia3 -> 3. /dev/nvidiactl,
+// /dev/nvidia-uvm and the other control nodes name no GPU.
+//
+// The number is the device's minor number, which equals nvidia-smi's index on hosts where
+// the driver enumerates GPUs in PCI order, as it does by default.
+func deviceGPU(dev string) (int, bool) {
+	rest, ok := strings.CutPrefix(dev, "/dev/nvidia")
+	if !ok || rest == "" {
+		return 0, false
+	}
+	for i := 0; i < len(rest); i++ {
+		if rest[i] < '0' || rest[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(rest)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// joinProcesses builds one GPUProcess per PID that nvidia-smi listed or that holds a
+// /dev/nvidia* device open.
+func (h *host) joinProcesses() {
+	get := func(pid int) *GPUProcess {
+		if gp, ok := h.gpByPID[pid]; ok {
+			return gp
+		}
+		gp := &GPUProcess{PID: pid}
+		h.gpByPID[pid] = gp
+		return gp
+	}
+	for _, a := range h.s.Apps {
+		gp := get(a.PID)
+		gp.Listed = true
+		if gp.Name == "" {
+			gp.Name = a.ProcessName
+		}
+		idx, ok := h.gpuByUUID[strings.ToUpper(a.GPUUUID)]
+		if !ok {
+			h.unmatched = append(h.unmatched, a)
+			continue
+		}
+		gp.GPUs = append(gp.GPUs, idx)
+		if a.UsedMiB != nil {
+			if gp.GPUMemoryMiB == nil {
+				gp.GPUMemoryMiB = map[int]int64{}
+			}
+			gp.GPUMemoryMiB[idx] += *a.UsedMiB
+		}
+	}
+	for _, d := range h.s.Holders {
+		gp := get(d.PID)
+		if idx, ok := deviceGPU(d.Device); ok {
+			gp.GPUs = append(gp.GPUs, idx)
+		}
+	}
+	for pid, gp := range h.gpByPID {
+		slices.Sort(gp.GPUs)
+		gp.GPUs = slices.Compact(gp.GPUs)
+		p := h.procByPID[pid]
+		if p == nil {
+			continue
+		}
+		gp.User = p.User
+		gp.UID = p.UID
+		gp.Argv = p.Argv
+		if gp.Name == "" {
+			gp.Name = p.Comm
+		}
+		gp.State = p.State
+		gp.PPID = p.PPID
+		if p.StartTime != nil {
+			e := h.ref.Sub(*p.StartTime)
+			if e < 0 {
+				e = 0
+			}
+			gp.Elapsed = &e
+		}
+		gp.Unit = p.Cgroup.Unit
+		gp.Container = containerName(p.Cgroup)
+		gp.SlurmJob = p.Cgroup.SlurmJob
+		gp.Shm = p.Shm
+	}
+	h.procs = make([]GPUProcess, 0, len(h.gpByPID))
+	for _, gp := range h.gpByPID {
+		h.procs = append(h.procs, *gp)
+	}
+	slices.SortFunc(h.procs, func(a, b GPUProcess) int { return a.PID - b.PID })
+	for i := range h.procs {
+		h.gpByPID[h.procs[i].PID] = &h.procs[i]
+	}
+}
+
+// containerName is "docker:<12 hex>", "containerd:<12 hex>" or "k8s pod <uid>".
+func containerName(c parse.Cgroup) string {
+	if c.PodUID != "" {
+		return "k8s pod " + c.PodUID
+	}
+	if c.ContainerID == "" {
+		return ""
+	}
+	rt := c.Runtime
+	if rt == "" {
+		rt = "container"
+	}
+	id := c.ContainerID
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return rt + ":" + id
+}
+
+// memMiB is the memory nvidia-smi lists for the process on all GPUs together.
+func (gp *GPUProcess) memMiB() int64 {
+	var n int64
+	for _, m := range gp.GPUMemoryMiB {
+		n += m
+	}
+	return n
+}
+
+// memGPUs are the GPU indexes where nvidia-smi lists memory for the process, sorted.
+func (gp *GPUProcess) memGPUs() []int {
+	var xs []int
+	for g := range gp.GPUMemoryMiB {
+		xs = append(xs, g)
+	}
+	slices.Sort(xs)
+	return xs
+}
+
+// cmdline is the argv for display, or the name when argv is unknown (a kernel thread, an
+// unreadable /proc entry, a process in a namespace the probe could not see).
+func (h *host) cmdline(pid int) string {
+	if p := h.procByPID[pid]; p != nil && len(p.Argv) > 0 {
+		return fmtArgv(p.Argv, p.ArgvTruncated)
+	}
+	if gp := h.gpByPID[pid]; gp != nil && gp.Name != "" {
+		return "[" + gp.Name + "]"
+	}
+	return "[command line unknown]"
+}
+
+// userName is "alice (uid 1000)", "uid 1000" or "unknown user".
+func (h *host) userName(uid *int, name string) string {
+	switch {
+	case uid == nil && name == "":
+		return "unknown user"
+	case uid == nil:
+		return name
+	}
+	if name == "" {
+		name = h.uidNames[*uid]
+	}
+	if name == "" {
+		return "uid " + strconv.Itoa(*uid)
+	}
+	return name + " (uid " + strconv.Itoa(*uid) + ")"
+}
+
+// notRoot reports whether the probe ran without root, so other users' /proc entries and
+// file descriptors were hidden from it.
+func (h *host) notRoot() bool {
+	if h.s.Host.UID != nil && *h.s.Host.UID != 0 {
+		return true
+	}
+	for _, n := range h.s.Notes {
+		if n.Code == "not-root" {
+			return true
+		}
+	}
+	return false
+}
+
+// appsUnknown reports whether nvidia-smi's compute-app query did not run or failed, so an
+// empty app list proves nothing.
+func (h *host) appsUnknown() bool {
+	if len(h.s.Sections) == 0 {
+		return false // a snapshot built without section envelopes: trust the lists
+	}
+	for _, sec := range h.s.Sections {
+		if sec.Name == "smi-apps" {
+			return sec.ExitCode != nil && *sec.ExitCode != 0
+		}
+	}
+	return true
+}
+
+// driverHelpers are daemons that keep /dev/nvidia* open on healthy hosts and hold little or
+// no GPU memory; comm is cut at 15 bytes by the kernel, so names are prefixes.
+var driverHelpers = []string{
+	"nvidia-persiste", "nv-hostengine", "dcgm-exporter", "dcgmi", "nvidia-smi",
+	"nv-fabricmanage", "nvidia-device-p", "nvidia_gpu_expo", "nvidia-dcgm", "gpu-feature-dis",
+}
+
+func (h *host) isDriverHelper(pid int) bool {
+	var names []string
+	if p := h.procByPID[pid]; p != nil {
+		names = append(names, p.Comm)
+		if len(p.Argv) > 0 {
+			names = append(names, path.Base(p.Argv[0]))
+		}
+	}
+	for _, n := range names {
+		if n == "" {
+			continue
+		}
+		for _, d := range driverHelpers {
+			if strings.HasPrefix(n, d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isSessionScope reports whether a unit is a login session (session-N.scope): a process
+// there was started by hand from a shell, not managed by a service.
+func isSessionScope(unit string) bool {
+	return strings.HasPrefix(unit, "session-") && strings.HasSuffix(unit, ".scope")
+}
+
+// jobKey names the job a process belongs to, for grouping healthy work and telling a
+// process's own siblings from the host's other work.
+func (h *host) jobKey(gp *GPUProcess) string {
+	switch {
+	case gp.Container != "":
+		return gp.Container
+	case gp.SlurmJob != "":
+		return "slurm job " + gp.SlurmJob
+	case gp.Unit != "" && !isSessionScope(gp.Unit):
+		return gp.Unit
+	}
+	// A hand-started job: its topmost ancestor the probe described, so a launcher and its
+	// per-GPU workers read as one; when the parent was not described (it holds no GPU
+	// device), the workers group under their common parent.
+	cur := h.procByPID[gp.PID]
+	if cur == nil {
+		return "pid " + strconv.Itoa(gp.PID)
+	}
+	seen := map[int]bool{cur.PID: true}
+	for cur.PPID != nil && *cur.PPID > 1 && !seen[*cur.PPID] {
+		parent := h.procByPID[*cur.PPID]
+		if parent == nil {
+			return "ppid " + strconv.Itoa(*cur.PPID)
+		}
+		if pc := parent.Cgroup; pc.ContainerID != "" || pc.PodUID != "" || pc.SlurmJob != "" || (pc.Unit != "" && !isSessionScope(pc.Unit)) {
+			break
+		}
+		seen[parent.PID] = true
+		cur = parent
+	}
+	return "pid " + strconv.Itoa(cur.PID)
+}
+
+// jobTitle is jobKey for people; procs are the job's processes.
+func (h *host) jobTitle(key string, procs []*GPUProcess) string {
+	comm := ""
+	if len(procs) > 0 {
+		comm = procs[0].Name
+		if p := h.procByPID[procs[0].PID]; p != nil && p.Comm != "" {
+			comm = p.Comm
+		}
+	}
+	if rest, ok := strings.CutPrefix(key, "ppid "); ok {
+		if comm == "" {
+			return "the children of PID " + rest
+		}
+		return comm + " processes started by PID " + rest
+	}
+	if rest, ok := strings.CutPrefix(key, "pid "); ok {
+		pid, _ := strconv.Atoi(rest)
+		name := ""
+		if p := h.procByPID[pid]; p != nil {
+			name = p.Comm
+		}
+		if name == "" {
+			return "PID " + rest
+		}
+		return name + " (PID " + rest + ")"
+	}
+	return key
+}
