@@ -1,0 +1,278 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gputriage/gputriage/diagnose"
+)
+
+// Schema names the JSON format; docs/json.md documents every field. Fields may be added within
+// a schema version, never renamed or removed.
+const Schema = "gputriage/v1"
+
+// JSON writes the report for scripts, in the shape docs/json.md documents. Strings are the
+// remote values exactly (encoding/json escapes control characters); bytes that are not valid
+// UTF-8 become U+FFFD, one per byte. Unknown numbers and strings are null, empty lists [].
+// Output is deterministic: fields in a fixed order, map keys sorted, two-space indentation and
+// a trailing newline.
+func JSON(w io.Writer, hosts []Host, o Options) error {
+	doc := jsonDoc{Schema: Schema, Hosts: make([]jsonHost, len(hosts))}
+	if !o.Now.IsZero() {
+		doc.ReportTime = optTime(&o.Now)
+	}
+	for i, h := range hosts {
+		doc.Hosts[i] = jsonHostOf(h)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	// Scripts read this, not browsers: keep "2>&1" readable.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+type jsonDoc struct {
+	Schema     string     `json:"schema"`
+	ReportTime *string    `json:"report_time"`
+	Hosts      []jsonHost `json:"hosts"`
+}
+
+type jsonHost struct {
+	Host          string          `json:"host"`
+	OK            bool            `json:"ok"`
+	Error         *jsonError      `json:"error"`
+	WorstSeverity *string         `json:"worst_severity"`
+	Hostname      *string         `json:"hostname"`
+	Kernel        *string         `json:"kernel"`
+	DriverVersion *string         `json:"driver_version"`
+	ProbeTime     *string         `json:"probe_time"`
+	ProbeVersion  *string         `json:"probe_version"`
+	UptimeSeconds *float64        `json:"uptime_seconds"`
+	ProbeUser     *string         `json:"probe_user"`
+	ProbeUID      *int            `json:"probe_uid"`
+	SMIFailure    *jsonSMIFailure `json:"smi_failure"`
+	GPUs          []jsonGPU       `json:"gpus"`
+	Processes     []jsonProcess   `json:"processes"`
+	Findings      []jsonFinding   `json:"findings"`
+	Shm           *jsonShm        `json:"shm"`
+	Notes         []jsonNote      `json:"notes"`
+	Truncated     bool            `json:"truncated"`
+}
+
+type jsonError struct {
+	Phase   string `json:"phase"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+type jsonSMIFailure struct {
+	Kind     string  `json:"kind"`
+	Message  string  `json:"message"`
+	ExitCode *int    `json:"exit_code"`
+	BusID    *string `json:"bus_id"`
+}
+
+type jsonGPU struct {
+	Index             int     `json:"index"`
+	UUID              *string `json:"uuid"`
+	Name              *string `json:"name"`
+	BusID             *string `json:"bus_id"`
+	MemoryTotalMiB    *int64  `json:"memory_total_mib"`
+	MemoryUsedMiB     *int64  `json:"memory_used_mib"`
+	MemoryFreeMiB     *int64  `json:"memory_free_mib"`
+	MemoryReservedMiB *int64  `json:"memory_reserved_mib"`
+	UtilizationPct    *int    `json:"utilization_pct"`
+	ComputeMode       *string `json:"compute_mode"`
+	MIGMode           *string `json:"mig_mode"`
+}
+
+type jsonProcess struct {
+	PID            int              `json:"pid"`
+	User           *string          `json:"user"`
+	UID            *int             `json:"uid"`
+	Name           *string          `json:"name"`
+	Argv           []string         `json:"argv"`
+	State          *string          `json:"state"`
+	PPID           *int             `json:"ppid"`
+	ElapsedSeconds *int64           `json:"elapsed_seconds"`
+	GPUs           []int            `json:"gpus"`
+	GPUMemoryMiB   map[string]int64 `json:"gpu_memory_mib"`
+	Listed         bool             `json:"listed"`
+	Unit           *string          `json:"unit"`
+	Container      *string          `json:"container"`
+	SlurmJob       *string          `json:"slurm_job"`
+	Shm            []jsonShmUse     `json:"shm"`
+}
+
+type jsonShmUse struct {
+	Path    string `json:"path"`
+	Bytes   *int64 `json:"bytes"`
+	Deleted bool   `json:"deleted"`
+	Mapped  bool   `json:"mapped"`
+	Open    bool   `json:"open"`
+}
+
+type jsonFinding struct {
+	Code        string   `json:"code"`
+	Severity    string   `json:"severity"`
+	Kind        *string  `json:"kind"`
+	Title       string   `json:"title"`
+	GPUs        []int    `json:"gpus"`
+	PIDs        []int    `json:"pids"`
+	Files       []string `json:"files"`
+	Explanation string   `json:"explanation"`
+	Evidence    []string `json:"evidence"`
+	Fix         []string `json:"fix"`
+}
+
+type jsonShm struct {
+	SizeBytes  *int64 `json:"size_bytes"`
+	UsedBytes  *int64 `json:"used_bytes"`
+	AvailBytes *int64 `json:"avail_bytes"`
+	Listed     bool   `json:"listed"`
+	Truncated  bool   `json:"truncated"`
+}
+
+type jsonNote struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func jsonHostOf(h Host) jsonHost {
+	j := jsonHost{
+		Host:      validUTF8(h.Name),
+		GPUs:      []jsonGPU{},
+		Processes: []jsonProcess{},
+		Findings:  []jsonFinding{},
+		Notes:     []jsonNote{},
+	}
+	if f := h.failure(); f != nil {
+		j.Error = &jsonError{Phase: validUTF8(f.Phase), Kind: validUTF8(f.Kind), Message: validUTF8(f.Message)}
+	}
+	j.OK = j.Error == nil
+	if w := h.Result.Worst(); w >= 0 {
+		j.WorstSeverity = optStr(w.String())
+	}
+	for _, p := range h.Result.Processes {
+		j.Processes = append(j.Processes, jsonProcessOf(p))
+	}
+	for _, f := range h.Result.Findings {
+		j.Findings = append(j.Findings, jsonFindingOf(f))
+	}
+	s := h.Snapshot
+	if s == nil {
+		return j
+	}
+	j.Hostname = optStr(s.Host.Hostname)
+	j.Kernel = optStr(s.Host.Kernel)
+	j.DriverVersion = optStr(driverVersion(s))
+	j.ProbeTime = optTime(s.Host.Time)
+	j.ProbeVersion = optStr(s.Host.ProbeVersion)
+	j.UptimeSeconds = s.Host.UptimeSeconds
+	j.ProbeUser = optStr(s.Host.User)
+	j.ProbeUID = s.Host.UID
+	if f := s.SMI.Failure; f != nil {
+		j.SMIFailure = &jsonSMIFailure{Kind: validUTF8(string(f.Kind)), Message: validUTF8(f.Message),
+			ExitCode: f.ExitCode, BusID: optStr(f.BusID)}
+	}
+	for _, g := range s.GPUs {
+		j.GPUs = append(j.GPUs, jsonGPU{
+			Index: g.Index, UUID: optStr(g.UUID), Name: optStr(g.Name), BusID: optStr(g.BusID),
+			MemoryTotalMiB: g.MemoryTotalMiB, MemoryUsedMiB: g.MemoryUsedMiB,
+			MemoryFreeMiB: g.MemoryFreeMiB, MemoryReservedMiB: g.MemoryReservedMiB,
+			UtilizationPct: g.UtilizationPct, ComputeMode: optStr(g.ComputeMode), MIGMode: optStr(g.MIGMode),
+		})
+	}
+	j.Shm = &jsonShm{SizeBytes: s.Shm.SizeBytes, UsedBytes: s.Shm.UsedBytes, AvailBytes: s.Shm.AvailBytes,
+		Listed: s.Shm.Listed, Truncated: s.Shm.Truncated}
+	for _, n := range s.Notes {
+		j.Notes = append(j.Notes, jsonNote{Code: validUTF8(n.Code), Message: validUTF8(n.Message)})
+	}
+	j.Truncated = s.Truncated
+	return j
+}
+
+func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
+	j := jsonProcess{
+		PID: p.PID, User: optStr(p.User), UID: p.UID, Name: optStr(p.Name), Argv: validAll(p.Argv),
+		State: optStr(p.State), PPID: p.PPID, GPUs: processGPUs(p), GPUMemoryMiB: map[string]int64{},
+		Listed: p.Listed, Unit: optStr(p.Unit), Container: optStr(p.Container),
+		SlurmJob: optStr(p.SlurmJob), Shm: []jsonShmUse{},
+	}
+	if p.Elapsed != nil && *p.Elapsed >= 0 {
+		s := int64(*p.Elapsed / time.Second)
+		j.ElapsedSeconds = &s
+	}
+	for gpu, v := range p.GPUMemoryMiB {
+		j.GPUMemoryMiB[strconv.Itoa(gpu)] = v
+	}
+	for _, u := range p.Shm {
+		j.Shm = append(j.Shm, jsonShmUse{Path: validUTF8(u.Path), Bytes: u.Bytes, Deleted: u.Deleted,
+			Mapped: u.Mapped, Open: u.Open})
+	}
+	return j
+}
+
+func jsonFindingOf(f diagnose.Finding) jsonFinding {
+	return jsonFinding{
+		Code: validUTF8(f.Code), Severity: f.Severity.String(), Kind: optStr(f.Kind),
+		Title: validUTF8(f.Title), GPUs: orEmpty(f.GPUs), PIDs: orEmpty(f.PIDs), Files: validAll(f.Files),
+		Explanation: validUTF8(f.Explanation), Evidence: validAll(f.Evidence), Fix: validAll(f.Fix),
+	}
+}
+
+// validUTF8 replaces each byte that is not valid UTF-8 with U+FFFD, as encoding/json would,
+// made explicit so the rule is ours and documented rather than a library detail.
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		b.WriteRune(r) // utf8.RuneError, U+FFFD, for an invalid byte
+		i += n
+	}
+	return b.String()
+}
+
+func validAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = validUTF8(s)
+	}
+	return out
+}
+
+func optStr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	s = validUTF8(s)
+	return &s
+}
+
+func optTime(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.Format(time.RFC3339)
+	return &s
+}
+
+func orEmpty(xs []int) []int {
+	if xs == nil {
+		return []int{}
+	}
+	return xs
+}

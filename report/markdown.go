@@ -1,0 +1,260 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/parse"
+)
+
+// maxCaptureBytes bounds the raw capture embedded in a Markdown report: GitHub refuses issue
+// bodies over 65,536 characters. The report says when it shows only part of a capture.
+const maxCaptureBytes = 48 << 10
+
+// Markdown writes the report for a ticket (GitHub-flavored Markdown): a summary line per host,
+// then per host its GPU and process tables, its findings with fix commands in sh blocks, and
+// its raw capture in a collapsed <details> block. Remote strings are sanitized and escaped so
+// they cannot break a table, open a link or HTML, or close a code block.
+func Markdown(w io.Writer, hosts []Host, o Options) error {
+	var b bytes.Buffer
+	m := &mdWriter{b: &b, o: o}
+	fmt.Fprintf(&b, "## gputriage: %s\n\n", summarize(hosts))
+	if !o.Now.IsZero() {
+		fmt.Fprintf(&b, "Report time: %s\n\n", o.Now.Format(time.RFC3339))
+	}
+	for _, h := range hosts {
+		fmt.Fprintf(&b, "- %s\n", m.oneLine(h))
+	}
+	b.WriteByte('\n')
+	for _, h := range hosts {
+		m.host(h)
+	}
+	out := append(bytes.TrimRight(b.Bytes(), "\n"), '\n')
+	_, err := w.Write(out)
+	return err
+}
+
+type mdWriter struct {
+	b *bytes.Buffer
+	o Options
+}
+
+func (m *mdWriter) p(format string, args ...any) {
+	fmt.Fprintf(m.b, format, args...)
+}
+
+var plainCode = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`)
+
+// mdCode shows a finding code in a code span when it is a plain code, as escaped text when not.
+func mdCode(code string) string {
+	if plainCode.MatchString(code) {
+		return "`" + code + "`"
+	}
+	return mdText(code)
+}
+
+// oneLine is a host's summary: "**ct200**: 1 error, 1 warning — GPU 0 held by PID 20629
+// (`leftover-process`)".
+func (m *mdWriter) oneLine(h Host) string {
+	name := "**" + mdText(h.Name) + "**"
+	if f := h.failure(); f != nil {
+		s := fmt.Sprintf("%s: FAILED (%s: %s)", name, mdText(f.Phase), mdText(f.Kind))
+		if f.Message != "" {
+			s += " — " + mdText(f.Message)
+		}
+		return s
+	}
+	c := countFindings(h.Result.Findings)
+	if c.problems() == 0 {
+		s := name + ": OK"
+		if n := c[diagnose.Info]; n > 0 {
+			s += " (" + plural(n, "note") + ")"
+		}
+		return s
+	}
+	top := h.Result.Findings[0]
+	for _, f := range h.Result.Findings {
+		if f.Severity > top.Severity {
+			top = f
+		}
+	}
+	return fmt.Sprintf("%s: %s — %s (%s)", name, c, mdText(top.Title), mdCode(top.Code))
+}
+
+func (m *mdWriter) host(h Host) {
+	m.p("### %s\n\n", mdText(h.Name))
+	if f := h.failure(); f != nil {
+		m.p("**FAILED** (%s: %s)", mdText(f.Phase), mdText(f.Kind))
+		if f.Message != "" {
+			m.p(": %s", mdText(f.Message))
+		}
+		m.p("\n\n")
+	}
+	if s := h.Snapshot; s != nil {
+		m.facts(h.Name, s)
+		m.gpus(s)
+	}
+	m.processes(h.Result.Processes)
+	m.findings(h.Result.Findings)
+	if s := h.Snapshot; s != nil {
+		m.notes(s)
+	}
+	m.capture(h.Capture)
+}
+
+func (m *mdWriter) facts(name string, s *parse.Snapshot) {
+	var items []string
+	if len(s.GPUs) > 0 {
+		items = append(items, mdText(gpuSummary(s.GPUs)))
+	}
+	if d := driverVersion(s); d != "" {
+		items = append(items, "driver "+mdText(d))
+	}
+	if s.Host.Time != nil {
+		items = append(items, "probed "+s.Host.Time.Format(time.RFC3339))
+	}
+	if s.Host.Hostname != "" && s.Host.Hostname != name {
+		items = append(items, "hostname "+mdText(s.Host.Hostname))
+	}
+	if s.Host.Kernel != "" {
+		items = append(items, "kernel "+mdText(s.Host.Kernel))
+	}
+	if s.Host.User != "" {
+		items = append(items, "probe user "+mdText(s.Host.User))
+	}
+	if len(items) > 0 {
+		m.p("%s\n\n", strings.Join(items, " · "))
+	}
+}
+
+// opt formats an optional number for a table cell.
+func opt(v *int64) string {
+	if v == nil {
+		return "?"
+	}
+	return mib(*v)
+}
+
+func (m *mdWriter) gpus(s *parse.Snapshot) {
+	if f := s.SMI.Failure; f != nil {
+		m.p("**nvidia-smi failed** (%s): %s\n\n", mdText(string(f.Kind)), mdText(f.Message))
+		return
+	}
+	if len(s.GPUs) == 0 {
+		m.p("No GPUs reported.\n\n")
+		return
+	}
+	m.p("| GPU | Name | Used MiB | Total MiB | Free MiB | Used | Util | Bus ID |\n")
+	m.p("|---:|---|---:|---:|---:|---:|---:|---|\n")
+	for _, g := range s.GPUs {
+		pct, util := "?", "?"
+		if p := percent(g.MemoryUsedMiB, g.MemoryTotalMiB); p >= 0 {
+			pct = fmt.Sprintf("%d%%", p)
+		}
+		if g.UtilizationPct != nil {
+			util = fmt.Sprintf("%d%%", *g.UtilizationPct)
+		}
+		m.p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", g.Index, mdText(g.Name),
+			opt(g.MemoryUsedMiB), opt(g.MemoryTotalMiB), opt(g.MemoryFreeMiB), pct, util, mdText(g.BusID))
+	}
+	m.p("\n")
+}
+
+func (m *mdWriter) processes(ps []diagnose.GPUProcess) {
+	if len(ps) == 0 {
+		return
+	}
+	m.p("| PID | User | GPU | Memory MiB | Age | Unit / container / job | Command |\n")
+	m.p("|---:|---|---|---:|---:|---|---|\n")
+	for _, p := range ps {
+		mem := "—"
+		if v, ok := processMemory(p); ok {
+			mem = mib(v)
+		}
+		user := mdText(p.User)
+		if user == "" && p.UID != nil {
+			user = fmt.Sprintf("uid %d", *p.UID)
+		}
+		m.p("| %d | %s | %s | %s | %s | %s | %s |\n", p.PID, user, joinInts(processGPUs(p)), mem,
+			age(p.Elapsed), mdText(owner(p)), mdText(commandLine(p.Argv, p.Name)))
+	}
+	m.p("\n")
+}
+
+func (m *mdWriter) findings(fs []diagnose.Finding) {
+	for _, f := range fs {
+		kind := ""
+		if f.Kind != "" {
+			kind = " (" + mdText(f.Kind) + ")"
+		}
+		m.p("#### %s: %s%s — %s\n\n", f.Severity, mdCode(f.Code), kind, mdText(f.Title))
+		if ls := lines(f.Explanation); len(ls) > 0 {
+			for _, l := range ls {
+				m.p("%s\n", mdLine(l))
+			}
+			m.p("\n")
+		}
+		if len(f.Evidence) > 0 {
+			for _, e := range f.Evidence {
+				m.p("- %s\n", mdLine(e))
+			}
+			m.p("\n")
+		}
+		if len(f.Files) > 0 {
+			files := make([]string, len(f.Files))
+			for i, p := range f.Files {
+				files[i] = mdText(p)
+			}
+			m.p("Files: %s\n\n", strings.Join(files, ", "))
+		}
+		if len(f.Fix) > 0 {
+			var body strings.Builder
+			for _, c := range f.Fix {
+				body.WriteString(Sanitize(c))
+				body.WriteByte('\n')
+			}
+			fc := fence(body.String())
+			m.p("%ssh\n%s%s\n\n", fc, body.String(), fc)
+		}
+	}
+}
+
+func (m *mdWriter) notes(s *parse.Snapshot) {
+	if s.Truncated {
+		m.p("**Capture truncated:** the probe's output ended before its last section; facts after the cut are missing.\n\n")
+	}
+	if len(s.Notes) == 0 {
+		return
+	}
+	m.p("Probe notes:\n\n")
+	for _, n := range s.Notes {
+		m.p("- %s: %s\n", mdCode(n.Code), mdText(n.Message))
+	}
+	m.p("\n")
+}
+
+// capture embeds the raw probe output, sanitized (it is remote bytes: NULs and escapes are
+// shown, not sent), in a collapsed block whose fence no line of it can close.
+func (m *mdWriter) capture(raw []byte) {
+	if raw == nil {
+		return
+	}
+	shown := raw
+	summary := fmt.Sprintf("raw capture (%s bytes)", mib(int64(len(raw))))
+	if len(raw) > maxCaptureBytes {
+		cut := bytes.LastIndexByte(raw[:maxCaptureBytes], '\n')
+		if cut <= 0 {
+			cut = maxCaptureBytes
+		}
+		shown = raw[:cut]
+		summary = fmt.Sprintf("raw capture (%s bytes; the first %s shown)", mib(int64(len(raw))), mib(int64(len(shown))))
+	}
+	body := sanitizeBlock(strings.TrimSuffix(string(shown), "\n"))
+	fc := fence(body)
+	m.p("<details><summary>%s</summary>\n\n%stext\n%s\n%s\n\n</details>\n\n", summary, fc, body, fc)
+}

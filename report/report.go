@@ -1,0 +1,323 @@
+// Package report renders the triage of one or more hosts — their snapshots, diagnoses and
+// failures — as text for a terminal, Markdown for a ticket, or JSON for scripts, onto an
+// io.Writer. It never inspects the terminal: the caller decides color and width and passes
+// them in Options. Every string that came from a remote host goes through Sanitize before it
+// reaches text or Markdown output.
+package report
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Host is one host's outcome, as the caller collected it.
+type Host struct {
+	Name     string          // the host as the user named it
+	Snapshot *parse.Snapshot // nil when the host could not be triaged
+	Result   diagnose.Result // findings and joined processes
+	Err      *HostError      // non-nil when the host failed
+	Capture  []byte          // the raw probe output, shown in Markdown; may be nil
+}
+
+// HostError says why a host could not be triaged: in which phase (e.g. "connect", "auth",
+// "probe", "parse") and how (a stable kind such as "refused" or "timeout"), with a message
+// for people.
+type HostError struct {
+	Phase   string
+	Kind    string
+	Message string
+}
+
+func (e *HostError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", e.Phase, e.Kind, e.Message)
+}
+
+// Options are the caller's decisions about presentation.
+type Options struct {
+	// Color enables lipgloss colors in Text. When false not one escape byte is written.
+	Color bool
+	// Width is the terminal width Text lays out for; 0 means 100.
+	Width int
+	// Verbose shows informational findings in full, each process's whole command line and
+	// per-GPU details.
+	Verbose bool
+	// Now, when set, is printed as the time of the report.
+	Now time.Time
+}
+
+const defaultWidth = 100
+
+func (o Options) width() int {
+	if o.Width <= 0 {
+		return defaultWidth
+	}
+	return o.Width
+}
+
+// failure returns the host's error; a host with neither a snapshot nor an error is reported
+// as failed rather than as healthy.
+func (h Host) failure() *HostError {
+	if h.Err != nil {
+		return h.Err
+	}
+	if h.Snapshot == nil {
+		return &HostError{Phase: "triage", Kind: "no-data", Message: "no snapshot was produced for this host"}
+	}
+	return nil
+}
+
+// severityCounts counts findings per severity, indexed by diagnose.Severity.
+type severityCounts [4]int
+
+func countFindings(fs []diagnose.Finding) severityCounts {
+	var c severityCounts
+	for _, f := range fs {
+		if f.Severity >= 0 && int(f.Severity) < len(c) {
+			c[f.Severity]++
+		}
+	}
+	return c
+}
+
+// problems is the number of findings at warning or worse.
+func (c severityCounts) problems() int {
+	return c[diagnose.Warning] + c[diagnose.Error] + c[diagnose.Critical]
+}
+
+// String lists the counts at warning or worse, most severe first: "1 error, 1 warning".
+func (c severityCounts) String() string {
+	var parts []string
+	for s := diagnose.Critical; s >= diagnose.Warning; s-- {
+		if n := c[s]; n > 0 {
+			parts = append(parts, plural(n, s.String()))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+// sweep summarizes all hosts for the closing line.
+type sweep struct {
+	hosts, ok, withProblems, failed int
+	findings                        severityCounts // of the hosts with problems
+}
+
+func summarize(hosts []Host) sweep {
+	s := sweep{hosts: len(hosts)}
+	for _, h := range hosts {
+		c := countFindings(h.Result.Findings)
+		switch {
+		case h.failure() != nil:
+			s.failed++
+		case c.problems() > 0:
+			s.withProblems++
+			for i := range c {
+				s.findings[i] += c[i]
+			}
+		default:
+			s.ok++
+		}
+	}
+	return s
+}
+
+func (s sweep) String() string {
+	parts := []string{plural(s.hosts, "host")}
+	if s.ok > 0 {
+		parts = append(parts, fmt.Sprintf("%d ok", s.ok))
+	}
+	if s.withProblems > 0 {
+		p := fmt.Sprintf("%d with problems", s.withProblems)
+		if f := s.findings.String(); f != "" {
+			p += " (" + f + ")"
+		}
+		parts = append(parts, p)
+	}
+	if s.failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d failed", s.failed))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// mib formats a MiB count with thousands separators: "55,286".
+func mib(v int64) string {
+	s := strconv.FormatInt(v, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// bytesHuman formats a byte count in binary units with one decimal: "51.2 GiB".
+func bytesHuman(v int64) string {
+	const unit = 1024
+	if v < unit {
+		return fmt.Sprintf("%d B", v)
+	}
+	f := float64(v)
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		f /= unit
+		if f < unit || u == "TiB" {
+			return fmt.Sprintf("%.1f %s", f, u)
+		}
+	}
+	return "" // unreachable
+}
+
+// age formats a duration the way people say it: "45s", "12m", "2h13m", "3d4h".
+func age(d *time.Duration) string {
+	if d == nil || *d < 0 {
+		return "?"
+	}
+	s := int64(*d / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm", s/60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
+	default:
+		return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
+	}
+}
+
+// percent is used/total as a whole percentage, or -1 when it cannot be known.
+func percent(used, total *int64) int {
+	if used == nil || total == nil || *total <= 0 {
+		return -1
+	}
+	p := int(float64(*used) * 100 / float64(*total))
+	return min(max(p, 0), 100)
+}
+
+// gpuSummary describes a host's GPUs by model: "8× NVIDIA H100", "7× A100, 1× H100".
+func gpuSummary(gpus []parse.GPU) string {
+	var names []string
+	count := map[string]int{}
+	for _, g := range gpus {
+		n := Sanitize(g.Name)
+		if n == "" {
+			n = "unknown GPU"
+		}
+		if count[n] == 0 {
+			names = append(names, n)
+		}
+		count[n]++
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%d× %s", count[n], n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func driverVersion(s *parse.Snapshot) string {
+	for _, g := range s.GPUs {
+		if g.DriverVersion != "" {
+			return g.DriverVersion
+		}
+	}
+	return ""
+}
+
+// processGPUs is the sorted GPU indexes a process uses, from its GPU list and memory rows.
+func processGPUs(p diagnose.GPUProcess) []int {
+	gpus := slices.Clone(p.GPUs)
+	for i := range p.GPUMemoryMiB {
+		if !slices.Contains(gpus, i) {
+			gpus = append(gpus, i)
+		}
+	}
+	slices.Sort(gpus)
+	return slices.Compact(gpus)
+}
+
+// processMemory is the GPU memory nvidia-smi reports for p across all GPUs; ok is false when
+// it reports none.
+func processMemory(p diagnose.GPUProcess) (total int64, ok bool) {
+	for _, v := range p.GPUMemoryMiB {
+		total += v
+		ok = true
+	}
+	return total, ok
+}
+
+// owner names who started p: its systemd unit, container and Slurm job, sanitized.
+func owner(p diagnose.GPUProcess) string {
+	var parts []string
+	if p.Unit != "" {
+		parts = append(parts, Sanitize(p.Unit))
+	}
+	if p.Container != "" {
+		parts = append(parts, Sanitize(p.Container))
+	}
+	if p.SlurmJob != "" {
+		parts = append(parts, "slurm:"+Sanitize(p.SlurmJob))
+	}
+	return strings.Join(parts, " ")
+}
+
+// commandLine joins a sanitized argv for display, quoting arguments that are empty or hold
+// spaces or quotes so the boundaries stay visible; with no argv it falls back to name.
+func commandLine(argv []string, name string) string {
+	if len(argv) == 0 {
+		if name == "" {
+			return "?"
+		}
+		return "[" + Sanitize(name) + "]"
+	}
+	parts := make([]string, len(argv))
+	for i, a := range argv {
+		a = Sanitize(a)
+		if a == "" || strings.ContainsAny(a, " '\"") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		parts[i] = a
+	}
+	return strings.Join(parts, " ")
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// lines splits multi-line text (an explanation) into sanitized lines, dropping blank ones at
+// either end.
+func lines(s string) []string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	for i, l := range ls {
+		ls[i] = Sanitize(strings.TrimRight(l, " \r"))
+	}
+	if len(ls) == 1 && ls[0] == "" {
+		return nil
+	}
+	return ls
+}

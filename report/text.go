@@ -1,0 +1,550 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/muesli/termenv"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Text writes the report for a terminal: per host a header, a memory bar per GPU, the GPU
+// processes and the findings, then one summary line across hosts. No line is wider than
+// Options.Width cells. With Options.Color false it writes no escape sequence at all.
+func Text(w io.Writer, hosts []Host, o Options) error {
+	t := newTextWriter(w, o)
+	if !o.Now.IsZero() {
+		t.line(t.st.dim.Render("report time " + o.Now.Format(time.RFC3339)))
+		t.line("")
+	}
+	for i, h := range hosts {
+		if i > 0 {
+			t.line("")
+		}
+		t.host(h)
+	}
+	if len(hosts) > 0 {
+		t.line("")
+	}
+	t.wrap(t.st.bold.Render("summary:")+" ", "  ", summarize(hosts).String())
+	_, err := w.Write(t.buf.Bytes())
+	return err
+}
+
+// Layout of a finding: a badge column, then the text.
+const (
+	badgeWidth    = len("CRITICAL")
+	findingIndent = 2 + badgeWidth + 2
+)
+
+type textStyles struct {
+	bold, dim, ok, failed lipgloss.Style
+	sev                   [4]lipgloss.Style
+	barLow, barMid        lipgloss.Style
+	barHigh, barEmpty     lipgloss.Style
+}
+
+type textWriter struct {
+	buf   bytes.Buffer
+	o     Options
+	width int
+	st    textStyles
+	// Bar glyphs: block characters on a color terminal, plain ASCII otherwise so that logs
+	// and pipes stay readable anywhere.
+	full, empty string
+}
+
+func newTextWriter(w io.Writer, o Options) *textWriter {
+	profile := termenv.Ascii
+	if o.Color {
+		profile = termenv.ANSI256
+	}
+	// The renderer belongs to this writer; forcing the profile and background keeps lipgloss
+	// from querying the terminal or the environment.
+	r := lipgloss.NewRenderer(w, termenv.WithProfile(profile))
+	r.SetColorProfile(profile)
+	r.SetHasDarkBackground(true)
+	fg := func(c string) lipgloss.Style { return r.NewStyle().Foreground(lipgloss.Color(c)) }
+	t := &textWriter{o: o, width: o.width(), full: "#", empty: "-"}
+	t.st = textStyles{
+		bold:     r.NewStyle().Bold(true),
+		dim:      r.NewStyle().Faint(true),
+		ok:       fg("2").Bold(true),
+		failed:   fg("1").Bold(true),
+		barLow:   fg("2"),
+		barMid:   fg("3"),
+		barHigh:  fg("1"),
+		barEmpty: fg("8"),
+	}
+	t.st.sev[diagnose.Info] = fg("4").Bold(true)
+	t.st.sev[diagnose.Warning] = fg("3").Bold(true)
+	t.st.sev[diagnose.Error] = fg("1").Bold(true)
+	t.st.sev[diagnose.Critical] = fg("5").Bold(true).Reverse(true)
+	if o.Color {
+		t.full, t.empty = "█", "░"
+	}
+	return t
+}
+
+func (t *textWriter) sevStyle(s diagnose.Severity) lipgloss.Style {
+	if s < 0 || int(s) >= len(t.st.sev) {
+		return t.st.bold
+	}
+	return t.st.sev[s]
+}
+
+// line writes one line, cut to the width as a last resort: the layout keeps lines within the
+// width, and this guarantees it for inputs the layout did not foresee.
+func (t *textWriter) line(s string) {
+	if lipgloss.Width(s) > t.width {
+		s = ansi.Truncate(s, t.width, "…")
+	}
+	t.buf.WriteString(strings.TrimRight(s, " "))
+	t.buf.WriteByte('\n')
+}
+
+// wrap writes plain text word-wrapped to the width, the first line after first (which may be
+// styled) and the others after rest.
+func (t *textWriter) wrap(first, rest, text string) {
+	ls := wrapWords(text, t.width-lipgloss.Width(first), t.width-lipgloss.Width(rest))
+	for i, l := range ls {
+		if i == 0 {
+			t.line(first + l)
+		} else {
+			t.line(rest + l)
+		}
+	}
+}
+
+// wrapWords breaks plain (sanitized, uncolored) text at spaces into lines of at most first
+// cells (the first line) and rest cells (the others); a word longer than a line is split.
+func wrapWords(text string, first, rest int) []string {
+	limit, rest := max(first, 1), max(rest, 1)
+	var out []string
+	cur, curW := "", 0
+	flush := func() {
+		out = append(out, cur)
+		cur, curW, limit = "", 0, rest
+	}
+	// Split at single spaces so that runs of spaces inside a value (an argument) survive.
+	for _, word := range strings.Split(text, " ") {
+		if word == "" {
+			if curW > 0 && curW < limit {
+				cur += " "
+				curW++
+			}
+			continue
+		}
+		for word != "" {
+			ww := lipgloss.Width(word)
+			sep := min(curW, 1)
+			if curW+sep+ww <= limit {
+				cur += strings.Repeat(" ", sep) + word
+				curW += sep + ww
+				break
+			}
+			if curW > 0 {
+				flush()
+				continue
+			}
+			// A word longer than a whole line: cut it.
+			head := ansi.Truncate(word, limit, "")
+			if head == "" || !strings.HasPrefix(word, head) {
+				_, n := utf8.DecodeRuneInString(word)
+				head = word[:n]
+			}
+			cur, curW = head, lipgloss.Width(head)
+			word = word[len(head):]
+			flush()
+		}
+	}
+	if curW > 0 || len(out) == 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// fit pads or truncates plain s to exactly n cells.
+func fit(s string, n int) string {
+	if w := lipgloss.Width(s); w > n {
+		s = ansi.Truncate(s, n, "…")
+	}
+	return s + strings.Repeat(" ", max(0, n-lipgloss.Width(s)))
+}
+
+// fitRight right-aligns plain s in n cells.
+func fitRight(s string, n int) string {
+	return strings.Repeat(" ", max(0, n-lipgloss.Width(s))) + s
+}
+
+func (t *textWriter) host(h Host) {
+	name := t.st.bold.Render(Sanitize(h.Name))
+	fail := h.failure()
+	counts := countFindings(h.Result.Findings)
+	switch {
+	case fail != nil:
+		head := name + "  " + t.st.failed.Render("FAILED") + " (" + Sanitize(fail.Phase) + ": " + Sanitize(fail.Kind) + ") "
+		t.wrap(head, "  ", Sanitize(fail.Message))
+	case counts.problems() > 0:
+		t.line(name + "  " + t.sevStyle(h.Result.Worst()).Render(counts.String()))
+	default:
+		status := "OK"
+		if n := counts[diagnose.Info]; n > 0 {
+			status += " (" + plural(n, "note") + ")"
+		}
+		t.line(name + "  " + t.st.ok.Render(status))
+	}
+	// A failed host may still have a partial snapshot, and findings about the failure itself
+	// (a changed host key).
+	if s := h.Snapshot; s != nil {
+		t.facts(h.Name, s)
+		t.line("")
+		t.gpus(s)
+	}
+	if len(h.Result.Processes) > 0 {
+		t.line("")
+		t.processes(h.Result.Processes)
+	}
+	t.findings(h.Result.Findings)
+	if s := h.Snapshot; s != nil {
+		t.notes(s)
+	}
+}
+
+func (t *textWriter) facts(name string, s *parse.Snapshot) {
+	var items []string
+	if len(s.GPUs) > 0 {
+		items = append(items, gpuSummary(s.GPUs))
+	}
+	if d := driverVersion(s); d != "" {
+		items = append(items, "driver "+Sanitize(d))
+	}
+	if s.Host.Time != nil {
+		items = append(items, "probed "+s.Host.Time.Format(time.RFC3339))
+	}
+	if s.Host.Hostname != "" && s.Host.Hostname != name {
+		items = append(items, "hostname "+Sanitize(s.Host.Hostname))
+	}
+	if t.o.Verbose {
+		if s.Host.Kernel != "" {
+			items = append(items, "kernel "+Sanitize(s.Host.Kernel))
+		}
+		if s.Host.User != "" {
+			items = append(items, "probe user "+Sanitize(s.Host.User))
+		}
+		if s.Host.ProbeVersion != "" {
+			items = append(items, "probe "+Sanitize(s.Host.ProbeVersion))
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
+	// Keep each fact whole on a line where it fits.
+	cur := "  "
+	for i, it := range items {
+		sep := ""
+		if i > 0 {
+			sep = " · "
+		}
+		if cur != "  " && lipgloss.Width(cur+sep+it) > t.width {
+			t.line(t.st.dim.Render(cur))
+			cur, sep = "  ", ""
+		}
+		cur += sep + it
+	}
+	t.line(t.st.dim.Render(cur))
+}
+
+func (t *textWriter) gpus(s *parse.Snapshot) {
+	if f := s.SMI.Failure; f != nil {
+		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", Sanitize(f.Message))
+		return
+	}
+	if len(s.GPUs) == 0 {
+		t.line("  no GPUs reported")
+		return
+	}
+	mixed := false
+	labelW, usedW, totalW := 0, 0, 0
+	for _, g := range s.GPUs {
+		mixed = mixed || g.Name != s.GPUs[0].Name
+		labelW = max(labelW, len(fmt.Sprintf("GPU %d", g.Index)))
+		if g.MemoryUsedMiB != nil {
+			usedW = max(usedW, len(mib(*g.MemoryUsedMiB)))
+		}
+		if g.MemoryTotalMiB != nil {
+			totalW = max(totalW, len(mib(*g.MemoryTotalMiB)))
+		}
+	}
+	// "  GPU 0  [bar]  55,295 / 97,887 MiB  56%"
+	fixed := 2 + labelW + 2 + 2 + 2 + usedW + 3 + totalW + 4 + 2 + 4
+	barW := min(max(t.width-fixed, 10), 40)
+	for _, g := range s.GPUs {
+		label := "  " + fit(fmt.Sprintf("GPU %d", g.Index), labelW) + "  "
+		pct := percent(g.MemoryUsedMiB, g.MemoryTotalMiB)
+		var row string
+		if pct < 0 {
+			row = label + "memory unknown"
+			if g.MemoryUsedMiB != nil {
+				row += " (" + mib(*g.MemoryUsedMiB) + " MiB used)"
+			}
+		} else {
+			row = label + t.bar(pct, barW) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
+				fitRight(mib(*g.MemoryTotalMiB), totalW) + " MiB  " + fitRight(fmt.Sprintf("%d%%", pct), 4)
+		}
+		var extra []string
+		if mixed {
+			extra = append(extra, Sanitize(g.Name))
+		}
+		if t.o.Verbose {
+			if g.UtilizationPct != nil {
+				extra = append(extra, fmt.Sprintf("util %d%%", *g.UtilizationPct))
+			}
+			if g.MemoryReservedMiB != nil {
+				extra = append(extra, "reserved "+mib(*g.MemoryReservedMiB)+" MiB")
+			}
+			if g.BusID != "" {
+				extra = append(extra, Sanitize(g.BusID))
+			}
+			if g.MIGMode != "" {
+				extra = append(extra, "MIG "+Sanitize(g.MIGMode))
+			}
+		}
+		if len(extra) > 0 {
+			ex := strings.Join(extra, " · ")
+			if lipgloss.Width(row)+2+lipgloss.Width(ex) <= t.width {
+				row += "  " + t.st.dim.Render(ex)
+			} else {
+				// Details that do not fit beside the bar go below it.
+				t.line(row)
+				pad := strings.Repeat(" ", 2+labelW+2)
+				for _, l := range wrapWords(ex, t.width-len(pad), t.width-len(pad)) {
+					t.line(pad + t.st.dim.Render(l))
+				}
+				continue
+			}
+		}
+		t.line(row)
+	}
+}
+
+func (t *textWriter) bar(pct, n int) string {
+	filled := (pct*n + 50) / 100
+	if pct > 0 && filled == 0 {
+		filled = 1
+	}
+	st := t.st.barLow
+	switch {
+	case pct >= 90:
+		st = t.st.barHigh
+	case pct >= 50:
+		st = t.st.barMid
+	}
+	return "[" + styled(st, strings.Repeat(t.full, filled)) + styled(t.st.barEmpty, strings.Repeat(t.empty, n-filled)) + "]"
+}
+
+// styled renders s in st; an empty s stays empty rather than becoming a bare color sequence.
+func styled(st lipgloss.Style, s string) string {
+	if s == "" {
+		return ""
+	}
+	return st.Render(s)
+}
+
+func (t *textWriter) processes(ps []diagnose.GPUProcess) {
+	type row struct{ pid, user, gpus, mem, age, owner, cmd string }
+	rows := []row{{"PID", "USER", "GPU", "MEMORY", "AGE", "UNIT/CONTAINER", "COMMAND"}}
+	for _, p := range ps {
+		r := row{pid: fmt.Sprint(p.PID), user: Sanitize(p.User), gpus: joinInts(processGPUs(p)),
+			mem: "-", age: age(p.Elapsed), owner: owner(p), cmd: commandLine(p.Argv, p.Name)}
+		if r.user == "" {
+			r.user = "?"
+			if p.UID != nil {
+				r.user = fmt.Sprint(*p.UID)
+			}
+		}
+		if m, ok := processMemory(p); ok {
+			r.mem = mib(m) + " MiB"
+		}
+		if r.gpus == "" {
+			r.gpus = "-"
+		}
+		if r.owner == "" {
+			r.owner = "-"
+		}
+		rows = append(rows, r)
+	}
+	var wPID, wUser, wGPU, wMem, wAge, wOwner int
+	for _, r := range rows {
+		wPID = max(wPID, lipgloss.Width(r.pid))
+		wUser = max(wUser, lipgloss.Width(r.user))
+		wGPU = max(wGPU, lipgloss.Width(r.gpus))
+		wMem = max(wMem, lipgloss.Width(r.mem))
+		wAge = max(wAge, lipgloss.Width(r.age))
+		wOwner = max(wOwner, lipgloss.Width(r.owner))
+	}
+	wUser, wGPU, wOwner = min(wUser, 12), min(wGPU, 11), min(wOwner, 32)
+	const gaps = 2 + 6*2 // indent and column gaps
+	wCmd := t.width - gaps - wPID - wUser - wGPU - wMem - wAge - wOwner
+	// On a narrow terminal give the command line room before the owner and user columns.
+	for wCmd < 24 && (wOwner > 14 || wUser > 8) {
+		if wOwner > 14 {
+			wOwner--
+		} else {
+			wUser--
+		}
+		wCmd++
+	}
+	// Too narrow for the command beside the other columns: it goes on a line of its own.
+	cmdBelow := wCmd < 16
+	for i, r := range rows {
+		cells := fit(r.pid, wPID) + "  " + fit(r.user, wUser) + "  " + fit(r.gpus, wGPU) + "  " +
+			fitRight(r.mem, wMem) + "  " + fitRight(r.age, wAge) + "  " + fit(r.owner, wOwner)
+		if !cmdBelow {
+			cells += "  " + fit(r.cmd, wCmd)
+		}
+		if i == 0 {
+			t.line("  " + t.st.dim.Render(strings.TrimRight(cells, " ")))
+			continue
+		}
+		t.line("  " + cells)
+		if cmdBelow && !t.o.Verbose {
+			t.line("    " + fit(r.cmd, t.width-4))
+		}
+	}
+	if !t.o.Verbose {
+		return
+	}
+	for i, p := range ps {
+		r := rows[i+1]
+		t.wrap(fmt.Sprintf("  PID %d: ", p.PID), "    ", r.cmd)
+		for _, u := range p.Shm {
+			t.wrap("    shm ", "      ", shmText(u))
+		}
+	}
+}
+
+// shmText describes one /dev/shm use: "/dev/shm/x (deleted, mapped, 51.2 GiB)".
+func shmText(u parse.ShmUse) string {
+	var how []string
+	if u.Deleted {
+		how = append(how, "deleted")
+	}
+	if u.Mapped {
+		how = append(how, "mapped")
+	}
+	if u.Open {
+		how = append(how, "open")
+	}
+	if u.Bytes != nil {
+		how = append(how, bytesHuman(*u.Bytes))
+	}
+	s := Sanitize(u.Path)
+	if len(how) > 0 {
+		s += " (" + strings.Join(how, ", ") + ")"
+	}
+	return s
+}
+
+func (t *textWriter) findings(fs []diagnose.Finding) {
+	indent := strings.Repeat(" ", findingIndent)
+	for _, f := range fs {
+		t.line("")
+		badge := "  " + t.sevStyle(f.Severity).Render(fit(strings.ToUpper(f.Severity.String()), badgeWidth)) + "  "
+		code := Sanitize(f.Code)
+		if f.Kind != "" {
+			code += " (" + Sanitize(f.Kind) + ")"
+		}
+		t.wrap(badge+t.st.bold.Render(code)+"  ", indent, Sanitize(f.Title))
+		if f.Severity == diagnose.Info && !t.o.Verbose {
+			continue
+		}
+		for _, l := range lines(f.Explanation) {
+			t.wrap(indent, indent, l)
+		}
+		for _, e := range f.Evidence {
+			t.wrap(indent+"- ", indent+"  ", Sanitize(e))
+		}
+		if t.o.Verbose && len(f.Files) > 0 {
+			files := make([]string, len(f.Files))
+			for i, p := range f.Files {
+				files[i] = Sanitize(p)
+			}
+			t.wrap(indent+t.st.dim.Render("files: "), indent+"  ", strings.Join(files, " "))
+		}
+		if len(f.Fix) > 0 {
+			t.line(indent + t.st.dim.Render("fix:"))
+			for _, c := range f.Fix {
+				for _, l := range wrapCommand(Sanitize(c), t.width-findingIndent-2) {
+					t.line(indent + "  " + l)
+				}
+			}
+		}
+	}
+}
+
+// wrapCommand breaks a long shell command at spaces outside quotes, ending each broken line
+// with " \" so the command still pastes into a shell as one. A single word longer than the
+// line is left for line() to cut.
+func wrapCommand(cmd string, width int) []string {
+	if lipgloss.Width(cmd) <= width {
+		return []string{cmd}
+	}
+	var words []string
+	var quote rune
+	start := 0
+	for i, r := range cmd {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote == 0 && (r == '\'' || r == '"'):
+			quote = r
+		case quote == 0 && r == ' ':
+			if i > start {
+				words = append(words, cmd[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(cmd) {
+		words = append(words, cmd[start:])
+	}
+	var out []string
+	cur := ""
+	for _, w := range words {
+		if cur != "" && lipgloss.Width(cur+" "+w+" \\") > width {
+			out = append(out, cur+" \\")
+			cur = "  " + w
+			continue
+		}
+		if cur == "" {
+			cur = w
+		} else {
+			cur += " " + w
+		}
+	}
+	return append(out, cur)
+}
+
+func (t *textWriter) notes(s *parse.Snapshot) {
+	if s.Truncated {
+		t.line("")
+		t.wrap("  "+t.sevStyle(diagnose.Warning).Render("capture truncated:")+" ", "    ",
+			"the probe's output ended before its last section; facts after the cut are missing")
+	}
+	if len(s.Notes) == 0 {
+		return
+	}
+	t.line("")
+	for _, n := range s.Notes {
+		t.wrap("  "+t.st.dim.Render("note ("+Sanitize(n.Code)+"):")+" ", "    ", Sanitize(n.Message))
+	}
+}
