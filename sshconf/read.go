@@ -1,0 +1,693 @@
+package sshconf
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// systemConfig is OpenSSH's system-wide client config, read after the
+// user's when no -F is given.
+var systemConfig = "/etc/ssh/ssh_config"
+
+const (
+	maxIncludeDepth = 16      // READCONF_MAX_DEPTH in OpenSSH
+	maxIncludeReads = 256     // files one pass may read: a file that includes itself twice would double each level
+	maxConfigBytes  = 4 << 20 // a config file is a few KiB; refuse to slurp a device
+)
+
+// fileSystem is what reading a config needs; tests and the fuzzer swap it
+// for one held in memory.
+type fileSystem interface {
+	ReadFile(name string) ([]byte, error)
+	Glob(pattern string) ([]string, error)
+	Exists(name string) bool
+}
+
+type osFS struct{}
+
+func (osFS) ReadFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxConfigBytes {
+		return nil, fmt.Errorf("larger than %d bytes", maxConfigBytes)
+	}
+	return b, nil
+}
+
+func (osFS) Glob(pattern string) ([]string, error) { return filepath.Glob(pattern) }
+
+func (osFS) Exists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
+
+// setting is one value under ssh's rule that the first one obtained wins.
+type setting[T any] struct {
+	v     T
+	ok    bool
+	where string // file:line it came from, for messages
+}
+
+func (s *setting[T]) set(v T, where string) {
+	if !s.ok {
+		s.v, s.ok, s.where = v, true, where
+	}
+}
+
+type identity struct{ path, where string }
+
+// conf gathers the settings for one host while its config files are read.
+type conf struct {
+	hostName         setting[string]
+	user             setting[string]
+	port             setting[int]
+	identities       []identity
+	identitiesOnly   setting[bool]
+	jump             setting[string]
+	proxyCommand     setting[string]
+	userKnownHosts   setting[[]string]
+	globalKnownHosts setting[[]string]
+	strict           setting[string]
+	hostKeyAlias     setting[string]
+	connectTimeout   setting[time.Duration]
+
+	notes     []string
+	wantFinal bool
+}
+
+func (c *conf) note(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	for _, n := range c.notes {
+		if n == msg {
+			return
+		}
+	}
+	c.notes = append(c.notes, msg)
+}
+
+func (c *conf) addIdentity(path, where string) {
+	for _, id := range c.identities {
+		if id.path == path {
+			return
+		}
+	}
+	c.identities = append(c.identities, identity{path, where})
+}
+
+// reader holds what one pass over the config files matches against.
+type reader struct {
+	fs    fileSystem
+	o     Options
+	alias string
+	final bool // the second pass ssh makes for `Match final` / `Match canonical`
+	c     *conf
+	reads int // included files read so far in this pass
+}
+
+// readConfig applies the command-line overrides, then the config files, the
+// way ssh.c does, including the final pass when a Match asks for one.
+func readConfig(alias string, o Options, fsys fileSystem) (*conf, error) {
+	c := &conf{}
+	if o.User != "" {
+		c.user.set(o.User, "-l")
+	}
+	if o.Port != 0 {
+		if o.Port < 0 || o.Port > 65535 {
+			return nil, fmt.Errorf("%w: -p %d: bad port", ErrConfig, o.Port)
+		}
+		c.port.set(o.Port, "-p")
+	}
+	for _, id := range o.Identity {
+		p := tildeExpand(id, o.Home)
+		if !fsys.Exists(p) {
+			c.note("IdentityFile %s (-i): not accessible; ssh drops it too", id)
+			continue
+		}
+		c.addIdentity(p, "-i")
+	}
+	if o.Jump != "" {
+		if o.Jump != "none" {
+			if _, err := parseJumpSpec(o.Jump); err != nil {
+				return nil, fmt.Errorf("%w: -J %q: %v", ErrJump, o.Jump, err)
+			}
+		}
+		c.jump.set(o.Jump, "-J")
+	}
+	r := &reader{fs: fsys, o: o, alias: alias, c: c}
+	if err := r.readAll(); err != nil {
+		return nil, err
+	}
+	if c.wantFinal {
+		// ssh sets the HostName to its expanded, lower-cased form before
+		// re-reading the config for the final pass.
+		hn := alias
+		if c.hostName.ok {
+			hn = expandHostName(c.hostName.v, alias)
+		}
+		c.hostName = setting[string]{v: strings.ToLower(hn), ok: true, where: c.hostName.where}
+		r.final = true
+		if err := r.readAll(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (r *reader) readAll() error {
+	r.reads = 0
+	switch r.o.ConfigFile {
+	case "none":
+		return nil
+	case "":
+		user := filepath.Join(r.o.Home, ".ssh", "config")
+		if err := r.readTop(user, true, false); err != nil {
+			return err
+		}
+		return r.readTop(systemConfig, false, false)
+	default:
+		return r.readTop(r.o.ConfigFile, true, true)
+	}
+}
+
+// readTop reads a top-level file; only a file named with -F must exist.
+func (r *reader) readTop(path string, userConf, mustExist bool) error {
+	data, err := r.fs.ReadFile(path)
+	if err != nil {
+		if !mustExist && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: %w", ErrConfig, display(path, r.o.Home), err)
+	}
+	active := true
+	return r.readData(path, data, userConf, false, 0, &active)
+}
+
+// readData processes one file's lines. Like read_config_file_depth it
+// starts active unless it was included from an inactive block.
+func (r *reader) readData(path string, data []byte, userConf, neverMatch bool, depth int, active *bool) error {
+	*active = !neverMatch
+	name := display(path, r.o.Home)
+	for i, line := range strings.Split(string(data), "\n") {
+		l := &cfgLine{r: r, name: name, num: i + 1, userConf: userConf, neverMatch: neverMatch, depth: depth}
+		if err := l.process(line, active); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cfgLine is the context of one config line.
+type cfgLine struct {
+	r          *reader
+	name       string
+	num        int
+	userConf   bool
+	neverMatch bool
+	depth      int
+}
+
+func (l *cfgLine) where() string { return fmt.Sprintf("%s:%d", l.name, l.num) }
+
+func (l *cfgLine) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s line %d: %s", ErrConfig, l.name, l.num, fmt.Sprintf(format, args...))
+}
+
+func (l *cfgLine) process(text string, active *bool) error {
+	text = strings.TrimRight(text, " \t\r\f\n")
+	keyword, rest, ok := splitKeyword(text)
+	if !ok {
+		return nil
+	}
+	key := strings.ToLower(keyword)
+	if rest == "" {
+		return l.errorf("no argument after keyword %q", keyword)
+	}
+	args, err := splitArgs(rest)
+	if err != nil {
+		return l.errorf("%s: %v", keyword, err)
+	}
+	c := l.r.c
+	switch key {
+	case "host":
+		return l.host(args, active)
+	case "match":
+		return l.match(keyword, args, active)
+	case "include":
+		return l.include(args, active)
+	}
+	if len(args) == 0 {
+		return l.errorf("no argument after keyword %q", keyword)
+	}
+	one := func() (string, error) {
+		if len(args) > 1 {
+			return "", l.errorf("%s: garbage at end of line %q", keyword, strings.Join(args[1:], " "))
+		}
+		return args[0], nil
+	}
+	on := *active
+	switch key {
+	case "hostname":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if on {
+			c.hostName.set(v, l.where())
+		}
+	case "user":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if on {
+			c.user.set(v, l.where())
+		}
+	case "port":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		p, perr := strconv.Atoi(v)
+		if perr != nil || p <= 0 || p > 65535 {
+			return l.errorf("bad port %q", v)
+		}
+		if on {
+			c.port.set(p, l.where())
+		}
+	case "identityfile":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if on {
+			c.addIdentity(v, l.where())
+		}
+	case "identitiesonly":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		b, ok := parseFlag(v)
+		if !ok {
+			return l.errorf("%s: unsupported option %q", keyword, v)
+		}
+		if on {
+			c.identitiesOnly.set(b, l.where())
+		}
+	case "proxyjump":
+		// ssh takes the rest of the line as written, minus a comment.
+		spec := rest
+		if i := strings.IndexByte(spec, '#'); i >= 0 {
+			spec = spec[:i]
+		}
+		spec = strings.TrimSpace(spec)
+		if !strings.EqualFold(spec, "none") {
+			if _, err := parseJumpSpec(spec); err != nil {
+				return l.errorf("invalid ProxyJump %q: %v", spec, err)
+			}
+		} else {
+			spec = "none"
+		}
+		// ProxyJump and ProxyCommand compete: whichever comes first wins.
+		if on && !c.proxyCommand.ok {
+			c.jump.set(spec, l.where())
+		}
+	case "proxycommand":
+		if on && !c.jump.ok && !c.proxyCommand.ok {
+			c.proxyCommand.set(rest, l.where())
+			if !strings.EqualFold(args[0], "none") || len(args) > 1 {
+				c.note("ProxyCommand (%s): not supported by gputriage; this host is reached directly", l.where())
+			}
+		}
+	case "userknownhostsfile":
+		if on {
+			c.userKnownHosts.set(args, l.where())
+		}
+	case "globalknownhostsfile":
+		if on {
+			c.globalKnownHosts.set(args, l.where())
+		}
+	case "stricthostkeychecking":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		var s string
+		switch strings.ToLower(v) {
+		case "yes", "true":
+			s = "yes"
+		case "no", "false", "off":
+			s = "no"
+		case "ask":
+			s = "ask"
+		case "accept-new":
+			s = "accept-new"
+		default:
+			return l.errorf("%s: unsupported option %q", keyword, v)
+		}
+		if on {
+			c.strict.set(s, l.where())
+		}
+	case "hostkeyalias":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		if on {
+			c.hostKeyAlias.set(v, l.where())
+		}
+	case "connecttimeout":
+		v, err := one()
+		if err != nil {
+			return err
+		}
+		d, ok := parseTime(v)
+		if !ok {
+			return l.errorf("%s: invalid time value %q", keyword, v)
+		}
+		if on {
+			c.connectTimeout.set(d, l.where())
+		}
+	default:
+		if on {
+			l.other(keyword, key, args)
+		}
+	}
+	return nil
+}
+
+// other notes the keywords gputriage does not act on but which change how
+// ssh would reach or treat the host. Keywords that only tune ssh itself
+// (ciphers, keepalives, forwarding of X11, ...) pass without a word.
+func (l *cfgLine) other(keyword, key string, args []string) {
+	c, w := l.r.c, l.where()
+	v := strings.ToLower(args[0])
+	switch key {
+	case "localcommand", "remotecommand", "certificatefile", "pkcs11provider",
+		"securitykeyprovider", "knownhostscommand", "localforward", "remoteforward",
+		"dynamicforward", "bindaddress", "bindinterface", "revokedhostkeys", "sendenv", "setenv":
+		c.note("%s (%s): not supported by gputriage; ignored", keyword, w)
+	case "controlmaster", "controlpath", "controlpersist":
+		c.note("%s (%s): gputriage opens its own connection and does not share ssh's; harmless", keyword, w)
+	case "identityagent":
+		if v != "ssh_auth_sock" {
+			c.note("%s (%s): gputriage uses the agent at SSH_AUTH_SOCK only; ignored", keyword, w)
+		}
+	case "forwardagent":
+		if v != "no" && v != "false" {
+			c.note("%s (%s): gputriage never forwards the agent; ignored", keyword, w)
+		}
+	case "canonicalizehostname":
+		if v == "yes" || v == "always" || v == "true" {
+			c.note("%s (%s): not supported by gputriage; the HostName is used as written", keyword, w)
+		}
+	case "passwordauthentication", "kbdinteractiveauthentication", "challengeresponseauthentication":
+		// A sweep never prompts; nothing to say per host.
+	default:
+		if !knownKeywords[key] {
+			c.note("%s (%s): not an ssh_config keyword gputriage knows (ssh would refuse the file); ignored", keyword, w)
+		}
+	}
+}
+
+// host handles a Host line: it matches when any pattern matches the alias
+// as typed (case-sensitively, as ssh does) and no negated one does.
+func (l *cfgLine) host(args []string, active *bool) error {
+	if len(args) == 0 {
+		return l.errorf("Host: missing pattern")
+	}
+	*active = false
+	if l.neverMatch {
+		return nil
+	}
+	for _, a := range args {
+		neg := strings.HasPrefix(a, "!")
+		if neg {
+			a = a[1:]
+		}
+		if matchPattern(l.r.alias, a) {
+			if neg {
+				*active = false
+				return nil
+			}
+			*active = true
+		}
+	}
+	return nil
+}
+
+// include reads the files an Include names, in glob order. A relative
+// path is under ~/.ssh for user configs and /etc/ssh for the system one.
+// An included file cannot change the includer's active state.
+func (l *cfgLine) include(args []string, active *bool) error {
+	if len(args) == 0 {
+		return l.errorf("Include: missing argument")
+	}
+	if l.depth+1 > maxIncludeDepth {
+		return l.errorf("Include nested more than %d deep", maxIncludeDepth)
+	}
+	r := l.r
+	outer := *active
+	for _, a := range args {
+		p := tildeExpand(a, l.r.o.Home)
+		if !filepath.IsAbs(p) && !strings.HasPrefix(p, "/") {
+			if l.userConf {
+				p = filepath.Join(l.r.o.Home, ".ssh", p)
+			} else {
+				p = filepath.Join("/etc/ssh", p)
+			}
+		}
+		matches, err := l.r.fs.Glob(p)
+		if err != nil {
+			return l.errorf("Include %q: %v", a, err)
+		}
+		for _, m := range matches {
+			if r.reads++; r.reads > maxIncludeReads {
+				return l.errorf("Include: more than %d files included", maxIncludeReads)
+			}
+			data, err := l.r.fs.ReadFile(m)
+			if err != nil {
+				return l.errorf("Include %q: %v", m, err)
+			}
+			if err := l.r.readData(m, data, l.userConf, l.neverMatch || !outer, l.depth+1, active); err != nil {
+				return err
+			}
+			*active = outer
+		}
+	}
+	return nil
+}
+
+// match handles a Match line the way match_cfg_line does. Criteria that
+// need something gputriage will not do (exec runs a command) or does not
+// know count as not matching, and the host is told.
+func (l *cfgLine) match(keyword string, args []string, active *bool) error {
+	if len(args) == 0 {
+		return l.errorf("Match: missing criteria")
+	}
+	r, c := l.r, l.r.c
+	hostName := r.alias
+	if c.hostName.ok {
+		hostName = expandHostName(c.hostName.v, r.alias)
+	}
+	remoteUser := r.o.LocalUser
+	if c.user.ok {
+		remoteUser = c.user.v
+	}
+	result := true
+	var unsupported []string
+	for i := 0; i < len(args); i++ {
+		attr := args[i]
+		neg := strings.HasPrefix(attr, "!")
+		if neg {
+			attr = attr[1:]
+		}
+		la := strings.ToLower(attr)
+		var ok bool
+		switch la {
+		case "all":
+			if len(args) > 1 && !(len(args) == 2 && isFinalish(args)) {
+				return l.errorf("Match: 'all' cannot be combined with other criteria")
+			}
+			ok = true
+		case "canonical", "final":
+			if la == "final" {
+				c.wantFinal = true
+			}
+			ok = r.final
+		default:
+			if i+1 >= len(args) {
+				return l.errorf("Match: missing argument for %q", attr)
+			}
+			i++
+			arg := args[i]
+			switch la {
+			case "host":
+				ok = matchList(strings.ToLower(hostName), arg, true) == 1
+			case "originalhost":
+				ok = matchList(strings.ToLower(r.alias), arg, true) == 1
+			case "user":
+				ok = matchList(remoteUser, arg, false) == 1
+			case "localuser":
+				ok = matchList(r.o.LocalUser, arg, false) == 1
+			case "exec", "localnetwork", "tagged":
+				unsupported = append(unsupported, attr)
+				ok = neg // counts as not matching whatever the negation
+			default:
+				return l.errorf("Match: unsupported criterion %q", attr)
+			}
+		}
+		if ok == neg {
+			result = false
+		}
+	}
+	if len(unsupported) > 0 {
+		result = false
+		if !l.neverMatch {
+			c.note("Match %s (%s): not evaluated by gputriage; its block is treated as not matching", strings.Join(unsupported, ", "), l.where())
+		}
+	}
+	*active = result && !l.neverMatch
+	return nil
+}
+
+func isFinalish(args []string) bool {
+	for _, a := range args {
+		switch strings.ToLower(strings.TrimPrefix(a, "!")) {
+		case "canonical", "final":
+			return true
+		}
+	}
+	return false
+}
+
+// splitKeyword splits a line into its keyword and the rest, accepting
+// "Key value", "Key=value" and "Key = value" like ssh's strdelim.
+func splitKeyword(s string) (keyword, rest string, ok bool) {
+	s = strings.TrimLeft(s, " \t")
+	if s == "" || s[0] == '#' {
+		return "", "", false
+	}
+	i := strings.IndexAny(s, " \t=")
+	if i < 0 {
+		return s, "", true
+	}
+	keyword, rest = s[:i], s[i:]
+	rest = strings.TrimLeft(rest, " \t")
+	if strings.HasPrefix(rest, "=") {
+		rest = strings.TrimLeft(rest[1:], " \t")
+	}
+	return keyword, rest, true
+}
+
+// splitArgs splits the rest of a line like OpenSSH's argv_split: blanks
+// separate arguments, single or double quotes group them, a backslash
+// escapes a quote, a backslash or (outside quotes) a blank, and an
+// unquoted # starting an argument ends the line.
+func splitArgs(s string) ([]string, error) {
+	var args []string
+	i := 0
+	for i < len(s) {
+		if s[i] == ' ' || s[i] == '\t' {
+			i++
+			continue
+		}
+		if s[i] == '#' {
+			break
+		}
+		var b strings.Builder
+		var quote byte
+		for ; i < len(s); i++ {
+			ch := s[i]
+			switch {
+			case ch == '\\' && i+1 < len(s) && (s[i+1] == '\'' || s[i+1] == '"' || s[i+1] == '\\' || (quote == 0 && s[i+1] == ' ')):
+				i++
+				b.WriteByte(s[i])
+			case quote == 0 && (ch == ' ' || ch == '\t'):
+				goto done
+			case quote == 0 && (ch == '"' || ch == '\''):
+				quote = ch
+			case quote != 0 && ch == quote:
+				quote = 0
+			default:
+				b.WriteByte(ch)
+			}
+		}
+		if quote != 0 {
+			return nil, errors.New("unterminated quote")
+		}
+	done:
+		args = append(args, b.String())
+	}
+	return args, nil
+}
+
+func parseFlag(v string) (bool, bool) {
+	switch strings.ToLower(v) {
+	case "yes", "true":
+		return true, true
+	case "no", "false":
+		return false, true
+	}
+	return false, false
+}
+
+// parseTime reads ssh's time format: a number of seconds, or numbers each
+// followed by s, m, h, d or w ("1h30m").
+func parseTime(v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	var total, n int64
+	digits := false
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		if ch >= '0' && ch <= '9' {
+			n = n*10 + int64(ch-'0')
+			if n > 1<<31 {
+				return 0, false
+			}
+			digits = true
+			continue
+		}
+		if !digits {
+			return 0, false
+		}
+		var mul int64
+		switch ch {
+		case 's', 'S':
+			mul = 1
+		case 'm', 'M':
+			mul = 60
+		case 'h', 'H':
+			mul = 3600
+		case 'd', 'D':
+			mul = 86400
+		case 'w', 'W':
+			mul = 604800
+		default:
+			return 0, false
+		}
+		total += n * mul
+		n, digits = 0, false
+		if total > 1<<31 {
+			return 0, false
+		}
+	}
+	total += n
+	return time.Duration(total) * time.Second, true
+}

@@ -1,0 +1,282 @@
+// Package sshconf resolves a host, as the user typed it, into the settings
+// OpenSSH's `ssh -G` would use for it: it reads ssh_config files (Host and
+// Match blocks, Include, first value wins) and expands ~, %tokens and ${VAR}
+// where ssh does. It also says which config lines for a host gputriage does
+// not act on, so nothing is silently dropped.
+//
+// The parser follows OpenSSH 9's readconf.c rather than
+// github.com/kevinburke/ssh_config: that library resolves Include against
+// the process owner's real home, turns `Match exec` into a whole-file parse
+// error, gives `?` the meaning "zero or one character", matches `Match host`
+// against the alias instead of the HostName, and does not expose which
+// included file a line came from.
+package sshconf
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrConfig is wrapped by every error caused by the content of a config
+	// file; the message names the file and line.
+	ErrConfig = errors.New("bad ssh config")
+	// ErrJump is wrapped when a ProxyJump chain cannot be built: a loop,
+	// too many hops, or a bad hop on the command line.
+	ErrJump = errors.New("bad proxy jump")
+)
+
+// Options says where the config comes from and carries the command-line
+// overrides; like ssh's -l, -p, -i and -J they win over any config file.
+type Options struct {
+	// ConfigFile is ssh's -F: "" reads ~/.ssh/config then the system file
+	// (/etc/ssh/ssh_config), "none" reads no file at all.
+	ConfigFile string
+	// Home is the user's home directory, for ~, %d and relative Include.
+	Home string
+	// LocalUser is the local login name: %u, and the default User.
+	LocalUser string
+	// LocalHost is the local host name: %l, and %L up to its first dot.
+	LocalHost string
+
+	User     string   // -l
+	Port     int      // -p; 0 means not given
+	Identity []string // -i, in order; files that do not exist are dropped, as ssh does
+	Jump     string   // -J, "[user@]host[:port][,...]" or "none"
+
+	// Getenv resolves ${VAR} in IdentityFile and UserKnownHostsFile; nil
+	// means no variable is set.
+	Getenv func(string) string
+}
+
+// Host is what ssh would use to reach one host.
+type Host struct {
+	Alias    string // as typed; what Host patterns were matched against
+	HostName string // after HostName and %h, lower-cased as ssh does
+	Port     int
+	User     string
+	// IdentityFiles are expanded paths in the order ssh tries them; ssh's
+	// default list when none is configured. `IdentityFile none` entries are
+	// dropped.
+	IdentityFiles  []string
+	IdentitiesOnly bool
+	// ProxyJump is the chain of hops in connection order, each resolved
+	// with its own config the way ssh invokes it (`ssh -l U -p P -W ...
+	// hop`); the first hop's own ProxyJump, if any, comes before it.
+	// Empty for a direct connection.
+	ProxyJump []Host
+	// ProxyJumpSpec is the ProxyJump in effect as `ssh -G` prints it; ""
+	// for none.
+	ProxyJumpSpec string
+	// UserKnownHostsFiles are expanded; GlobalKnownHostsFiles are taken as
+	// written, as ssh does. `none` gives an empty list.
+	UserKnownHostsFiles   []string
+	GlobalKnownHostsFiles []string
+	HostKeyAlias          string
+	// StrictHostKeyChecking is "yes", "no", "ask" or "accept-new".
+	StrictHostKeyChecking string
+	ConnectTimeout        time.Duration // 0 means none
+	// Ignored lists, once each, the config lines for this host that
+	// gputriage does not act on, with file:line and what that means.
+	Ignored []string
+}
+
+// KnownHostsFiles returns the user's files then the global ones, the order
+// ssh consults them in.
+func (h Host) KnownHostsFiles() []string {
+	out := make([]string, 0, len(h.UserKnownHostsFiles)+len(h.GlobalKnownHostsFiles))
+	out = append(out, h.UserKnownHostsFiles...)
+	return append(out, h.GlobalKnownHostsFiles...)
+}
+
+// maxJumpDepth bounds how many hops a chain may gather through first hops'
+// own ProxyJump settings; ssh itself would recurse until it ran out of
+// processes.
+const maxJumpDepth = 16
+
+// Resolve returns the settings ssh would use for alias. Errors wrap
+// ErrConfig (naming file and line) or ErrJump.
+func Resolve(alias string, o Options) (Host, error) {
+	return resolve(alias, o, osFS{})
+}
+
+func resolve(alias string, o Options, fsys fileSystem) (Host, error) {
+	return resolveChain(alias, o, fsys, nil)
+}
+
+// resolveChain resolves alias and, through the first hop's own ProxyJump,
+// its whole chain; seen holds the hops already being resolved, to stop loops.
+func resolveChain(alias string, o Options, fsys fileSystem, seen []string) (Host, error) {
+	c, err := readConfig(alias, o, fsys)
+	if err != nil {
+		return Host{}, err
+	}
+	h, err := c.host(alias, o)
+	if err != nil {
+		return Host{}, err
+	}
+	if h.ProxyJumpSpec == "" {
+		return h, nil
+	}
+	hops, err := parseJumpSpec(h.ProxyJumpSpec)
+	if err != nil {
+		return Host{}, fmt.Errorf("%w: %s: %v", ErrJump, alias, err)
+	}
+	key := fmt.Sprintf("%s@%s:%d", h.User, h.HostName, h.Port)
+	for _, s := range seen {
+		if s == key {
+			return Host{}, fmt.Errorf("%w: loop through %s (%s)", ErrJump, alias, strings.Join(append(seen, key), " -> "))
+		}
+	}
+	seen = append(seen, key)
+	if len(seen) > maxJumpDepth {
+		return Host{}, fmt.Errorf("%w: more than %d hops reaching %s", ErrJump, maxJumpDepth, alias)
+	}
+	base := Options{
+		ConfigFile: o.ConfigFile,
+		Home:       o.Home,
+		LocalUser:  o.LocalUser,
+		LocalHost:  o.LocalHost,
+		Getenv:     o.Getenv,
+	}
+	// ssh reaches the target through `ssh -J first,... -W target last`, so
+	// every hop but the first is told its jumps on the command line and
+	// only the first hop's own ProxyJump is followed.
+	for i, hop := range hops {
+		ho := base
+		ho.User, ho.Port = hop.user, hop.port
+		if i > 0 {
+			ho.Jump = joinJumpSpec(hops[:i])
+		}
+		var hh Host
+		if i == 0 {
+			hh, err = resolveChain(hop.host, ho, fsys, seen)
+		} else {
+			hh, err = resolveHop(hop.host, ho, fsys)
+		}
+		if err != nil {
+			return Host{}, err
+		}
+		if i == 0 {
+			h.ProxyJump = append(h.ProxyJump, hh.ProxyJump...)
+		}
+		hh.ProxyJump = nil
+		h.ProxyJump = append(h.ProxyJump, hh)
+	}
+	return h, nil
+}
+
+// resolveHop resolves a hop whose own jumps come from the command line and
+// so need no chain of their own.
+func resolveHop(alias string, o Options, fsys fileSystem) (Host, error) {
+	c, err := readConfig(alias, o, fsys)
+	if err != nil {
+		return Host{}, err
+	}
+	return c.host(alias, o)
+}
+
+// defaultIdentities is what OpenSSH 9.2's `ssh -G` lists when no identity
+// is configured; newer releases drop id_dsa.
+var defaultIdentities = []string{
+	"~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk",
+	"~/.ssh/id_ed25519", "~/.ssh/id_ed25519_sk", "~/.ssh/id_xmss", "~/.ssh/id_dsa",
+}
+
+// host turns the gathered settings into a Host, filling ssh's defaults and
+// expanding tokens in the order ssh.c does.
+func (c *conf) host(alias string, o Options) (Host, error) {
+	h := Host{Alias: alias, Ignored: c.notes}
+	h.HostName = alias
+	if c.hostName.ok {
+		h.HostName = expandHostName(c.hostName.v, alias)
+	}
+	h.HostName = strings.ToLower(h.HostName)
+	h.Port = 22
+	if c.port.ok {
+		h.Port = c.port.v
+	}
+	h.User = o.LocalUser
+	if c.user.ok {
+		h.User = c.user.v
+	}
+	h.IdentitiesOnly = c.identitiesOnly.v
+	h.HostKeyAlias = c.hostKeyAlias.v
+	h.StrictHostKeyChecking = "ask"
+	if c.strict.ok {
+		h.StrictHostKeyChecking = c.strict.v
+	}
+	h.ConnectTimeout = c.connectTimeout.v
+	if c.jump.ok && c.jump.v != "none" {
+		h.ProxyJumpSpec = jumpSpecAsSSH(c.jump.v)
+	}
+
+	t := tokens{
+		home:      o.Home,
+		localUser: o.LocalUser,
+		localHost: o.LocalHost,
+		host:      h.HostName,
+		alias:     alias,
+		user:      h.User,
+		port:      strconv.Itoa(h.Port),
+		keyAlias:  alias,
+		getenv:    o.Getenv,
+	}
+	if h.HostKeyAlias != "" {
+		t.keyAlias = h.HostKeyAlias
+	}
+	ids := c.identities
+	if len(ids) == 0 {
+		for _, d := range defaultIdentities {
+			ids = append(ids, identity{path: d, where: "default"})
+		}
+	}
+	for _, id := range ids {
+		if strings.EqualFold(id.path, "none") {
+			continue
+		}
+		p, err := t.expand(id.path)
+		if err != nil {
+			return Host{}, fmt.Errorf("%w: %s: IdentityFile %q: %v", ErrConfig, id.where, id.path, err)
+		}
+		h.IdentityFiles = append(h.IdentityFiles, p)
+	}
+	uk := setting[[]string]{v: []string{"~/.ssh/known_hosts", "~/.ssh/known_hosts2"}}
+	if c.userKnownHosts.ok {
+		uk = c.userKnownHosts
+	}
+	for _, f := range uk.v {
+		if strings.EqualFold(f, "none") {
+			continue
+		}
+		p, err := t.expand(f)
+		if err != nil {
+			return Host{}, fmt.Errorf("%w: %s: UserKnownHostsFile %q: %v", ErrConfig, uk.where, f, err)
+		}
+		h.UserKnownHostsFiles = append(h.UserKnownHostsFiles, p)
+	}
+	gk := []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"}
+	if c.globalKnownHosts.ok {
+		gk = c.globalKnownHosts.v
+	}
+	for _, f := range gk {
+		if !strings.EqualFold(f, "none") {
+			h.GlobalKnownHostsFiles = append(h.GlobalKnownHostsFiles, f)
+		}
+	}
+	return h, nil
+}
+
+// display shortens a path under home to ~/..., for messages.
+func display(path, home string) string {
+	if home != "" {
+		if rel, err := filepath.Rel(home, path); err == nil && rel != "." && !strings.HasPrefix(rel, "..") {
+			return "~/" + filepath.ToSlash(rel)
+		}
+	}
+	return path
+}
