@@ -159,12 +159,13 @@ PIDS=$(
 
 # One block per PID; all reads but argv and cwd are shell builtins. Paths given to --model,
 # --model-path and friends are checked for existence, since a deleted model directory marks a
-# leftover.
+# leftover. They are looked up under /proc/PID/root, the process's own root (a container's
+# paths are not the host's), and left out when that root cannot be read.
 PROCS_SCRIPT='
 for p in "$@"; do
 	d=/proc/$p
 	echo "pid $p"
-	if [ ! -d "$d" ]; then echo gone; continue; fi
+	if [ ! -d "$d" ]; then echo gone; echo end; continue; fi
 	if IFS= read -r l <"$d/stat"; then echo "stat $l"; fi
 	while IFS= read -r l; do
 		case $l in Name:* | State:* | PPid:* | Uid:* | NSpid:* | VmRSS:* | RssShmem:*) echo "status $l" ;; esac
@@ -183,7 +184,7 @@ for p in "$@"; do
 			*) continue ;;
 			esac
 		fi
-		case $v in /*) if [ -e "$v" ]; then echo "path exists $v"; else echo "path missing $v"; fi ;; esac
+		case $v in /*) if [ -e "$d/root$v" ]; then echo "path exists $v"; elif [ -d "$d/root/" ]; then echo "path missing $v"; fi ;; esac
 	done
 	echo end
 done

@@ -227,3 +227,55 @@ type SectionInfo struct {
 	Limit     int
 	Truncated bool
 }
+
+// Capture is a capture split into its sections, before any section is parsed.
+type Capture struct {
+	Nonce    string
+	Sections []Section // in the order the probe printed them
+	// Done is set when the probe's final marker was seen.
+	Done bool
+}
+
+// Section returns the first section called name, or nil.
+func (c *Capture) Section(name string) *Section {
+	for i := range c.Sections {
+		if c.Sections[i].Name == name {
+			return &c.Sections[i]
+		}
+	}
+	return nil
+}
+
+// Section is one section of a capture: its body exactly as the probe printed it.
+type Section struct {
+	Name     string
+	Body     []byte
+	ExitCode *int // nil when the rc trailer is missing or unreadable
+	Limit    int  // the probe's byte bound for the body; 0 when the begin line lacks it
+	// Truncated is set when the body was cut: no rc trailer, or no end marker.
+	Truncated bool
+}
+
+// OpenFD is one line of the fds section: a descriptor open on a /dev/nvidia* device or a
+// /dev/shm file.
+type OpenFD struct {
+	PID     int
+	FD      int
+	Target  string // without the " (deleted)" suffix
+	Deleted bool
+}
+
+// ShmMapping is the total of one process's mappings of one /dev/shm file (maps section).
+type ShmMapping struct {
+	PID     int
+	Path    string // without the " (deleted)" suffix
+	Deleted bool
+	Bytes   int64 // sum of the distinct address ranges mapped
+}
+
+// FDSize is one line of the fdstat section: the size of the file behind /proc/PID/fd/FD.
+type FDSize struct {
+	PID   int
+	FD    int
+	Bytes int64
+}

@@ -1,0 +1,199 @@
+package parse
+
+import (
+	"strconv"
+	"strings"
+)
+
+// ParseCgroup reads /proc/PID/cgroup (v1, v2 or hybrid) and says who started the process:
+// its systemd unit, container, Kubernetes pod and Slurm job and step. Path is the unified
+// ("0::") path when it is not "/", else the name=systemd path, else the first path that is
+// not "/". Unit comes from Path; the container, pod and Slurm job come from Path or, failing
+// that, from any line, since on a hybrid host a container's v1 lines name it while its "0::"
+// line names the daemon's service. Lines it cannot read are skipped.
+func ParseCgroup(text string) Cgroup {
+	var c Cgroup
+	var unified, systemd, firstOther string
+	for _, l := range splitLines([]byte(text)) {
+		idText, rest, ok1 := strings.Cut(l, ":")
+		ctl, path, ok2 := strings.Cut(rest, ":")
+		id, err := strconv.Atoi(idText)
+		if !ok1 || !ok2 || err != nil || id < 0 || !strings.HasPrefix(path, "/") {
+			continue
+		}
+		line := CgroupLine{HierarchyID: id, Path: path}
+		if ctl != "" {
+			line.Controllers = strings.Split(ctl, ",")
+		}
+		c.Lines = append(c.Lines, line)
+		switch {
+		case id == 0 && ctl == "":
+			if unified == "" {
+				unified = path
+			}
+		case ctl == "name=systemd" && path != "/":
+			if systemd == "" {
+				systemd = path
+			}
+		case path != "/" && firstOther == "":
+			firstOther = path
+		}
+	}
+	switch {
+	case unified != "" && unified != "/":
+		c.Path = unified
+	case systemd != "":
+		c.Path = systemd
+	case firstOther != "":
+		c.Path = firstOther
+	case len(c.Lines) > 0:
+		c.Path = "/"
+	}
+	c.Unit = cgroupUnit(c.Path)
+	paths := []string{c.Path}
+	for _, l := range c.Lines {
+		paths = append(paths, l.Path)
+	}
+	for _, p := range paths {
+		if c.ContainerID == "" {
+			c.ContainerID, c.Runtime = cgroupContainer(p)
+		}
+		if c.PodUID == "" {
+			c.PodUID = cgroupPod(p)
+		}
+		if c.SlurmJob == "" {
+			c.SlurmJob, c.SlurmStep = cgroupSlurm(p)
+		}
+	}
+	return c
+}
+
+// cgroupUnit returns the last .service or .scope component of a cgroup path.
+func cgroupUnit(path string) string {
+	parts := strings.Split(path, "/")
+	for i := len(parts) - 1; i >= 0; i-- {
+		if strings.HasSuffix(parts[i], ".service") || strings.HasSuffix(parts[i], ".scope") {
+			return parts[i]
+		}
+	}
+	return ""
+}
+
+// scopeRuntimes are the systemd scopes container runtimes create: PREFIX<id>.scope.
+var scopeRuntimes = []struct{ prefix, runtime string }{
+	{"docker-", "docker"},
+	{"cri-containerd-", "containerd"},
+	{"crio-", "cri-o"},
+	{"libpod-", "podman"},
+}
+
+// cgroupContainer finds a container id in a cgroup path: a runtime's systemd scope, a v1
+// (cgroupfs driver) /docker/<id> or /kubepods/.../pod<uid>/<id>, or an lxc container.
+func cgroupContainer(path string) (id, runtime string) {
+	parts := strings.Split(path, "/")
+	for i := len(parts) - 1; i >= 0; i-- {
+		p := parts[i]
+		if s, ok := strings.CutSuffix(p, ".scope"); ok {
+			for _, r := range scopeRuntimes {
+				// libpod-conmon-<id> and crio-conmon-<id> hold the monitor, not the container.
+				if v, ok := strings.CutPrefix(s, r.prefix); ok && isHexID(v) {
+					return v, r.runtime
+				}
+			}
+		}
+		if v, ok := strings.CutPrefix(p, "lxc.payload."); ok && v != "" {
+			return v, "lxc"
+		}
+		if i > 0 && isHexID(p) {
+			switch parent := parts[i-1]; {
+			case parent == "docker":
+				return p, "docker"
+			case strings.HasPrefix(parent, "pod") && isUID(parent[len("pod"):]):
+				// /kubepods[/qos]/pod<uid>/<id>: the runtime is not in the path.
+				return p, ""
+			}
+		}
+		if i > 0 && parts[i-1] == "lxc" && p != "" {
+			return p, "lxc"
+		}
+	}
+	return "", ""
+}
+
+// cgroupPod finds a Kubernetes pod UID: "pod<uid>" (cgroupfs driver) or
+// "kubepods-<qos>-pod<uid_with_underscores>.slice" (systemd driver).
+func cgroupPod(path string) string {
+	if !strings.Contains(path, "kubepods") {
+		return ""
+	}
+	for _, p := range strings.Split(path, "/") {
+		if s, ok := strings.CutSuffix(p, ".slice"); ok {
+			if i := strings.LastIndex(s, "-pod"); i >= 0 && strings.HasPrefix(s, "kubepods") {
+				if u := strings.ReplaceAll(s[i+len("-pod"):], "_", "-"); isUID(u) {
+					return u
+				}
+			}
+			continue
+		}
+		if u, ok := strings.CutPrefix(p, "pod"); ok && isUID(u) {
+			return u
+		}
+	}
+	return ""
+}
+
+// cgroupSlurm finds a Slurm job and step: ".../slurmstepd.scope/job_N/step_S/..." (v2) or
+// "/slurm/uid_U/job_N/step_S/..." (v1).
+func cgroupSlurm(path string) (job, step string) {
+	parts := strings.Split(path, "/")
+	inSlurm := false
+	for i, p := range parts {
+		if strings.HasPrefix(p, "slurm") {
+			inSlurm = true
+			continue
+		}
+		if !inSlurm {
+			continue
+		}
+		if j, ok := strings.CutPrefix(p, "job_"); ok {
+			if _, isNum := atoiNonNeg(j); isNum {
+				job = j
+				if i+1 < len(parts) {
+					step, _ = strings.CutPrefix(parts[i+1], "step_")
+					if step == parts[i+1] {
+						step = ""
+					}
+				}
+				return job, step
+			}
+		}
+	}
+	return "", ""
+}
+
+// isHexID says whether s looks like a container id: at least 12 lower-case hex digits.
+func isHexID(s string) bool {
+	if len(s) < 12 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isUID says whether s looks like a Kubernetes UID: hex digits and dashes.
+func isUID(s string) bool {
+	if len(s) < 8 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

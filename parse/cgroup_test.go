@@ -1,0 +1,96 @@
+package parse
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCgroupCorpus(t *testing.T) {
+	files := corpusFiles(t, "cgroup_*.txt")
+	tests := []struct {
+		file string
+		want Cgroup // Lines compared by count only
+		n    int
+	}{
+		{"cgroup_hybrid_k8s-containerd_freezer-and-unified.txt", Cgroup{
+			Path:        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod70565f42_b704_42f2_83fe_1ffb77a67800.slice/cri-containerd-a678b5127d3f1a1bfd029818c628a8cd106d7b873ff64cd6bfaa7022579cbab5.scope",
+			Unit:        "cri-containerd-a678b5127d3f1a1bfd029818c628a8cd106d7b873ff64cd6bfaa7022579cbab5.scope",
+			ContainerID: "a678b5127d3f1a1bfd029818c628a8cd106d7b873ff64cd6bfaa7022579cbab5", Runtime: "containerd",
+			PodUID: "70565f42-b704-42f2-83fe-1ffb77a67800",
+		}, 12},
+		{"cgroup_v1-hybrid_docker_with-0-line-snap-dockerd.txt", Cgroup{
+			Path:        "/system.slice/snap.docker.dockerd.service",
+			Unit:        "snap.docker.dockerd.service",
+			ContainerID: "b708f3d89365eba0b8a5d112625e230edd7df211a4ce0d5f17fab8ab7273d345", Runtime: "docker",
+		}, 13},
+		{"cgroup_v2_slurm_job-step-task.txt", Cgroup{
+			Path: "/system.slice/slurmstepd.scope/job_840392/step_0/user/task_0", Unit: "slurmstepd.scope", SlurmJob: "840392", SlurmStep: "0",
+		}, 1},
+		{"cgroup_v2_slurm_step-batch.txt", Cgroup{
+			Path: "/system.slice/slurmstepd.scope/job_1076414/step_batch/user/task_0", Unit: "slurmstepd.scope", SlurmJob: "1076414", SlurmStep: "batch",
+		}, 1},
+		{"cgroup_v2_systemd-service_jupyterhub.txt", Cgroup{Path: "/system.slice/cm-jupyterhub.service", Unit: "cm-jupyterhub.service"}, 1},
+	}
+	if len(tests) != len(files) {
+		t.Errorf("%d cgroup corpus files, %d tested", len(files), len(tests))
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			b, ok := files[tt.file]
+			if !ok {
+				t.Skip("not in corpus")
+			}
+			checkCgroup(t, ParseCgroup(string(b)), tt.want, tt.n)
+		})
+	}
+}
+
+func TestCgroup(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want Cgroup
+		n    int
+	}{
+		{"v2 docker", "0::/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n", Cgroup{
+			Path: "/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope", Unit: "docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope",
+			ContainerID: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Runtime: "docker"}, 1},
+		{"v2 podman", "0::/machine.slice/libpod-0123456789abcdef0123.scope/container\n", Cgroup{
+			Path: "/machine.slice/libpod-0123456789abcdef0123.scope/container", Unit: "libpod-0123456789abcdef0123.scope", ContainerID: "0123456789abcdef0123", Runtime: "podman"}, 1},
+		{"v2 conmon is not the container", "0::/machine.slice/libpod-conmon-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/machine.slice/libpod-conmon-0123456789abcdef0123.scope", Unit: "libpod-conmon-0123456789abcdef0123.scope"}, 1},
+		{"v2 cri-o in pod", "0::/kubepods.slice/kubepods-pod1b2c3d4e_0000_1111_2222_333344445555.slice/crio-abcdefabcdef0011.scope\n", Cgroup{
+			Path: "/kubepods.slice/kubepods-pod1b2c3d4e_0000_1111_2222_333344445555.slice/crio-abcdefabcdef0011.scope", Unit: "crio-abcdefabcdef0011.scope",
+			ContainerID: "abcdefabcdef0011", Runtime: "cri-o", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 1},
+		{"v1 kubepods cgroupfs", "12:memory:/kubepods/burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123456789abcdef\n1:name=systemd:/kubepods/burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123456789abcdef\n", Cgroup{
+			Path: "/kubepods/burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123456789abcdef", ContainerID: "0123456789abcdef0123456789abcdef", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 2},
+		{"v1 slurm", "4:memory:/slurm/uid_1000/job_77/step_extern/task_0\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", Cgroup{
+			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope", SlurmJob: "77", SlurmStep: "extern"}, 2},
+		{"v2 user service", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x-1.scope\n", Cgroup{
+			Path: "/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x-1.scope", Unit: "app-gnome-x-1.scope"}, 1},
+		{"root only", "0::/\n", Cgroup{Path: "/"}, 1},
+		{"garbage and CRLF", "nonsense\r\n0::/system.slice/a.service\r\n", Cgroup{Path: "/system.slice/a.service", Unit: "a.service"}, 1},
+		{"empty", "", Cgroup{}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkCgroup(t, ParseCgroup(tt.in), tt.want, tt.n)
+		})
+	}
+}
+
+func checkCgroup(t *testing.T, got, want Cgroup, lines int) {
+	t.Helper()
+	if len(got.Lines) != lines {
+		t.Errorf("got %d lines, want %d", len(got.Lines), lines)
+	}
+	got.Lines = nil
+	if got.Path != want.Path || got.Unit != want.Unit || got.ContainerID != want.ContainerID || got.Runtime != want.Runtime ||
+		got.PodUID != want.PodUID || got.SlurmJob != want.SlurmJob || got.SlurmStep != want.SlurmStep {
+		t.Errorf("got  %s\nwant %s", cgString(got), cgString(want))
+	}
+}
+
+func cgString(c Cgroup) string {
+	return strings.Join([]string{"path=" + c.Path, "unit=" + c.Unit, "ctr=" + c.ContainerID, "rt=" + c.Runtime, "pod=" + c.PodUID, "job=" + c.SlurmJob, "step=" + c.SlurmStep}, " ")
+}

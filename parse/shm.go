@@ -1,0 +1,332 @@
+package parse
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const deletedSuffix = " (deleted)"
+
+// ParseFDs reads the fds section: "PID FD TARGET" lines (TARGET may hold spaces and end in
+// " (deleted)") and a last "denied N" line, the number of fd links that could not be read.
+// denied is nil when that line is missing.
+func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, err error) {
+	b, rerr := readInput(r)
+	var errs errList
+	errs.add(rerr)
+	for i, l := range splitLines(b) {
+		if l == "" {
+			continue
+		}
+		if v, ok := strings.CutPrefix(l, "denied "); ok {
+			n, ok := atoiNonNeg(v)
+			if !ok {
+				errs.addf("fds line %d: %s", i+1, q(l))
+				continue
+			}
+			denied = &n
+			continue
+		}
+		pidText, rest, _ := strings.Cut(l, " ")
+		fdText, target, _ := strings.Cut(rest, " ")
+		pid, ok1 := atoiNonNeg(pidText)
+		fd, ok2 := atoiNonNeg(fdText)
+		if !ok1 || !ok2 || !strings.HasPrefix(target, "/") {
+			errs.addf("fds line %d: want PID FD TARGET: %s", i+1, q(l))
+			continue
+		}
+		t, deleted := strings.CutSuffix(target, deletedSuffix)
+		fds = append(fds, OpenFD{PID: pid, FD: fd, Target: t, Deleted: deleted})
+	}
+	return fds, denied, errs.err()
+}
+
+// ParseMaps reads the maps section, grep -H output over /proc/PID/maps:
+// "/proc/PID/maps:START-END PERMS OFFSET DEV INODE PATH". It returns, per process and
+// /dev/shm file, the total size of the distinct address ranges mapped, sorted by PID and
+// path. Mappings of other paths are skipped.
+func ParseMaps(r io.Reader) ([]ShmMapping, error) {
+	b, err := readInput(r)
+	var errs errList
+	errs.add(err)
+	type key struct {
+		pid     int
+		path    string
+		deleted bool
+	}
+	type span struct{ start, end uint64 }
+	seen := map[key]map[span]bool{}
+	total := map[key]int64{}
+	for i, l := range splitLines(b) {
+		if l == "" {
+			continue
+		}
+		rest, ok := strings.CutPrefix(l, "/proc/")
+		pidText, rest, ok2 := strings.Cut(rest, "/maps:")
+		pid, ok3 := atoiNonNeg(pidText)
+		f, path := fieldsThenRest(rest, 5)
+		if !ok || !ok2 || !ok3 || len(f) < 5 {
+			errs.addf("maps line %d: %s", i+1, q(l))
+			continue
+		}
+		startText, endText, _ := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(startText, 16, 64)
+		end, err2 := strconv.ParseUint(endText, 16, 64)
+		if err1 != nil || err2 != nil || end < start {
+			errs.addf("maps line %d: address range: %s", i+1, q(l))
+			continue
+		}
+		if !strings.HasPrefix(path, "/dev/shm/") {
+			continue // grep matched " /dev/shm/" inside some other path
+		}
+		p, deleted := strings.CutSuffix(path, deletedSuffix)
+		k := key{pid, p, deleted}
+		s := span{start, end}
+		if seen[k] == nil {
+			seen[k] = map[span]bool{}
+		}
+		if !seen[k][s] {
+			seen[k][s] = true
+			size := int64(math.MaxInt64)
+			if end-start < math.MaxInt64 {
+				size = int64(end - start)
+			}
+			total[k] = addSat(total[k], size)
+		}
+	}
+	out := make([]ShmMapping, 0, len(total))
+	for k, n := range total {
+		out = append(out, ShmMapping{PID: k.pid, Path: k.path, Deleted: k.deleted, Bytes: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.PID != b.PID {
+			return a.PID < b.PID
+		}
+		if a.Path != b.Path {
+			return a.Path < b.Path
+		}
+		return !a.Deleted && b.Deleted
+	})
+	return out, errs.err()
+}
+
+// fieldsThenRest splits off n space-separated fields and returns them with the rest of the
+// line, its leading spaces dropped: the path in a maps line may itself hold spaces.
+func fieldsThenRest(s string, n int) (fields []string, rest string) {
+	for len(fields) < n {
+		s = strings.TrimLeft(s, " \t")
+		if s == "" {
+			return fields, ""
+		}
+		i := strings.IndexAny(s, " \t")
+		if i < 0 {
+			return append(fields, s), ""
+		}
+		fields = append(fields, s[:i])
+		s = s[i:]
+	}
+	return fields, strings.TrimLeft(s, " \t")
+}
+
+// ParseFDStat reads the fdstat section: "BYTES /proc/PID/fd/FD" lines. stat's complaints
+// about descriptors closed since the scan ("stat: cannot statx ...") are skipped.
+func ParseFDStat(r io.Reader) ([]FDSize, error) {
+	b, err := readInput(r)
+	var errs errList
+	errs.add(err)
+	var out []FDSize
+	for i, l := range splitLines(b) {
+		if l == "" || strings.HasPrefix(l, "stat:") {
+			continue
+		}
+		sizeText, path, _ := strings.Cut(l, " ")
+		rest, ok := strings.CutPrefix(path, "/proc/")
+		pidText, fdText, ok2 := strings.Cut(rest, "/fd/")
+		size, ok3 := parseInt64NonNeg(sizeText)
+		pid, ok4 := atoiNonNeg(pidText)
+		fd, ok5 := atoiNonNeg(fdText)
+		if !ok || !ok2 || !ok3 || !ok4 || !ok5 {
+			errs.addf("fdstat line %d: want BYTES /proc/PID/fd/FD: %s", i+1, q(l))
+			continue
+		}
+		out = append(out, FDSize{PID: pid, FD: fd, Bytes: size})
+	}
+	return out, errs.err()
+}
+
+// ParseShmListing reads the shm-ls section: NUL-terminated "TYPE\tBYTES\tMTIME\tUID\tPATH"
+// records from find -printf (PATH may hold tabs and newlines). find's own complaints, which
+// arrive newline-terminated between records, are skipped. TreeBytes is filled: a directory's
+// is the bytes of the regular files listed below it, a file's its own size. Holders are left
+// to the caller, who knows the processes.
+func ParseShmListing(r io.Reader) ([]ShmEntry, error) {
+	b, err := readInput(r)
+	var errs errList
+	errs.add(err)
+	var out []ShmEntry
+	recs := bytes.Split(b, []byte{0})
+	for i, rec := range recs {
+		// find's messages ("find: '/dev/shm/x': Permission denied\n") precede the next record.
+		for !isShmRecordStart(rec) {
+			j := bytes.IndexByte(rec, '\n')
+			if j < 0 {
+				break
+			}
+			rec = rec[j+1:]
+		}
+		if len(bytes.TrimSpace(rec)) == 0 {
+			continue
+		}
+		if i == len(recs)-1 {
+			errs.addf("shm-ls record %d: not NUL-terminated: %s", i+1, q(string(rec)))
+			continue
+		}
+		e, ok := parseShmRecord(string(rec))
+		if !ok {
+			errs.addf("shm-ls record %d: want TYPE\\tBYTES\\tMTIME\\tUID\\tPATH: %s", i+1, q(string(rec)))
+			continue
+		}
+		out = append(out, e)
+	}
+	shmTreeBytes(out)
+	return out, errs.err()
+}
+
+func isShmRecordStart(rec []byte) bool {
+	return len(rec) >= 2 && rec[1] == '\t'
+}
+
+func parseShmRecord(rec string) (ShmEntry, bool) {
+	f := strings.SplitN(rec, "\t", 5)
+	if len(f) != 5 || len(f[0]) != 1 || !strings.HasPrefix(f[4], "/") {
+		return ShmEntry{}, false
+	}
+	size, ok1 := parseInt64NonNeg(f[1])
+	uid, ok2 := atoiNonNeg(f[3])
+	mtime, ok3 := parseUnixTime(f[2])
+	if !ok1 || !ok2 || !ok3 {
+		return ShmEntry{}, false
+	}
+	return ShmEntry{Path: f[4], Type: f[0][0], Bytes: size, MTime: mtime, UID: uid}, true
+}
+
+// parseUnixTime reads find's %T@: seconds with an optional fraction, "1796031662.9366493600".
+func parseUnixTime(s string) (time.Time, bool) {
+	secText, frac, _ := strings.Cut(s, ".")
+	sec, ok := parseInt64NonNeg(secText)
+	if !ok || sec > 1<<40 {
+		return time.Time{}, false
+	}
+	var nsec int64
+	if frac != "" {
+		if len(frac) > 9 {
+			frac = frac[:9]
+		}
+		n, ok := parseInt64NonNeg(frac)
+		if !ok {
+			return time.Time{}, false
+		}
+		for i := len(frac); i < 9; i++ {
+			n *= 10
+		}
+		nsec = n
+	}
+	return time.Unix(sec, nsec).UTC(), true
+}
+
+// shmTreeBytes fills TreeBytes: each regular file's size is added to itself and to every
+// listed directory above it.
+func shmTreeBytes(entries []ShmEntry) {
+	dirs := map[string]int{}
+	for i := range entries {
+		entries[i].TreeBytes = 0
+		if entries[i].Type == 'd' {
+			if _, dup := dirs[entries[i].Path]; !dup {
+				dirs[entries[i].Path] = i
+			}
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.Type != 'f' {
+			continue
+		}
+		e.TreeBytes = e.Bytes
+		for p := e.Path; ; {
+			j := strings.LastIndexByte(p, '/')
+			if j <= 0 {
+				break
+			}
+			p = p[:j]
+			if d, ok := dirs[p]; ok {
+				entries[d].TreeBytes = addSat(entries[d].TreeBytes, e.Bytes)
+			}
+		}
+	}
+}
+
+// ParseDF reads POSIX df -P output for one file system and returns a Shm with only the sizes
+// set. The block size comes from the header ("1024-blocks"); the mount point may hold spaces.
+func ParseDF(r io.Reader) (Shm, error) {
+	b, err := readInput(r)
+	var errs errList
+	errs.add(err)
+	var s Shm
+	block := int64(1024)
+	found := false
+	for i, l := range splitLines(b) {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "Filesystem" {
+			if n, ok := strings.CutSuffix(f[1], "-blocks"); ok {
+				if v, ok := parseInt64NonNeg(n); ok && v > 0 {
+					block = v
+				}
+			}
+			continue
+		}
+		// The capacity column ("12%") follows the three numbers; the file system name before
+		// them and the mount point after may hold spaces.
+		c := -1
+		for j := 4; j < len(f); j++ {
+			if v, ok := strings.CutSuffix(f[j], "%"); ok {
+				if _, ok := atoiNonNeg(v); ok || v == "-" {
+					c = j
+					break
+				}
+			}
+		}
+		if c < 0 {
+			if strings.TrimSpace(l) != "" && !strings.Contains(l, "df:") {
+				errs.addf("df line %d: %s", i+1, q(l))
+			}
+			continue
+		}
+		total, ok1 := parseInt64NonNeg(f[c-3])
+		used, ok2 := parseInt64NonNeg(f[c-2])
+		avail, ok3 := parseInt64NonNeg(f[c-1])
+		if !ok1 || !ok2 || !ok3 {
+			errs.addf("df line %d: %s", i+1, q(l))
+			continue
+		}
+		s.SizeBytes, s.UsedBytes, s.AvailBytes = mulSat(total, block), mulSat(used, block), mulSat(avail, block)
+		found = true
+	}
+	if !found && len(errs.errs) == 0 && len(bytes.TrimSpace(b)) > 0 {
+		errs.addf("df: no file system line: %s", q(string(b)))
+	}
+	return s, errs.err()
+}
+
+// mulSat multiplies two non-negative numbers, saturating instead of overflowing.
+func mulSat(a, b int64) *int64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return ptr(int64(math.MaxInt64))
+	}
+	return ptr(a * b)
+}
