@@ -100,6 +100,10 @@ var fixtures = []fixture{
 		if err != nil {
 			return scenario.SMI{}, nil, err
 		}
+		if p.PID != 20629 {
+			p.Stop()
+			return scenario.SMI{}, nil, fmt.Errorf("got PID %d, not 20629 (is 20629 taken? run again)", p.PID)
+		}
 		g := gpus(8, "NVIDIA RTX PRO 6000 Blackwell Server Edition", "580.95.05", 97887, 635, "00000000:%02X:00.0")
 		g[0].UUID = "GPU-6793b112-91ac-b02e-b2b2-a7e4143a878b"
 		g[0].UsedMiB, g[0].FreeMiB, g[0].UtilPct = 55295, 41958, 0

@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/report"
+)
+
+// version is set at build time with -ldflags "-X main.version=..."; otherwise it comes from
+// the module's build info.
+var version = ""
+
+// options are the flags of the triage command.
+type options struct {
+	format  string
+	color   string
+	replay  string
+	local   bool
+	timeout time.Duration
+	verbose bool
+	version bool
+	help    bool
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.format, "format", "text", "report format: text, markdown or json")
+	fs.StringVar(&o.color, "color", "auto", "color in text output: auto, always or never (NO_COLOR is honored)")
+	fs.StringVar(&o.replay, "replay", "", "diagnose saved captures: a capture file, or a directory of HOST.capture files")
+	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "deadline for each host's probe")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show every host and process, not only those with findings")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
+}
+
+const usageHead = `gputriage: why is GPU memory not where you expect it, who holds it, and what to do.
+
+Usage:
+  gputriage --replay PATH [flags]     diagnose saved captures (a file or a directory)
+  gputriage --local [flags]           diagnose this machine, without SSH
+
+Flags:
+`
+
+const usageTail = `
+Exit status:
+  0    no finding at warning or worse
+  1    findings at warning or worse
+  2    usage or configuration error
+  3    one or more hosts could not be triaged (takes precedence over 1)
+  4    internal error
+  130  interrupted; what was collected is still reported
+
+Examples:
+  gputriage --replay fixtures/ct200.capture
+  gputriage --local --format markdown > ticket.md
+`
+
+func dispatch(ctx context.Context, args []string, e *env) (int, error) {
+	var o options
+	fs := pflag.NewFlagSet("gputriage", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return exitUsage, usagef("%v", err)
+	}
+	if o.help {
+		fmt.Fprint(e.stdout, usageHead+fs.FlagUsages()+usageTail)
+		return exitOK, nil
+	}
+	if o.version {
+		fmt.Fprintf(e.stdout, "gputriage %s\n", buildVersion())
+		return exitOK, nil
+	}
+	render, err := o.renderer()
+	if err != nil {
+		return exitUsage, err
+	}
+	if o.timeout <= 0 {
+		return exitUsage, usagef("--timeout must be positive, got %s", o.timeout)
+	}
+	sources := 0
+	for _, set := range []bool{o.replay != "", o.local, fs.NArg() > 0} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return exitUsage, usagef("nothing to triage: give --replay PATH or --local")
+	case sources > 1:
+		return exitUsage, usagef("give only one of --replay, --local and host names")
+	case fs.NArg() > 0:
+		return exitUsage, usagef("triage over SSH is not in this build yet: use --local on the host, or --replay a capture")
+	}
+
+	var hosts []report.Host
+	switch {
+	case o.replay != "":
+		hosts, err = replayHosts(o.replay)
+		if err != nil {
+			return exitUsage, err
+		}
+	case o.local:
+		hosts = []report.Host{localHost(ctx, o.timeout)}
+	}
+
+	color, width := o.colorFor(e)
+	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose}
+	if err := render(e.stdout, hosts, ropt); err != nil {
+		return exitInternal, fmt.Errorf("writing the report: %w", err)
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted, nil
+	}
+	return exitStatus(hosts), nil
+}
+
+// exitStatus is 3 when any host failed, else 1 when any finding is a warning or worse.
+func exitStatus(hosts []report.Host) int {
+	code := exitOK
+	for _, h := range hosts {
+		if h.Err != nil {
+			return exitHostsFailed
+		}
+		if h.Result.Worst() >= diagnose.Warning {
+			code = exitFindings
+		}
+	}
+	return code
+}
+
+func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) error, error) {
+	switch o.color {
+	case "auto", "always", "never":
+	default:
+		return nil, usagef("--color must be auto, always or never, got %q", o.color)
+	}
+	switch o.format {
+	case "text":
+		return report.Text, nil
+	case "markdown", "md":
+		return report.Markdown, nil
+	case "json":
+		return report.JSON, nil
+	}
+	return nil, usagef("--format must be text, markdown or json, got %q", o.format)
+}
+
+// colorFor decides color and width; report never looks at the terminal itself.
+func (o *options) colorFor(e *env) (bool, int) {
+	tty, width := e.isTerminal(e.stdout)
+	switch o.color {
+	case "always":
+		return true, width
+	case "never":
+		return false, width
+	}
+	if e.getenv("NO_COLOR") != "" || e.getenv("TERM") == "dumb" {
+		return false, width
+	}
+	return tty, width
+}
+
+// diagnoseCapture parses one host's raw probe output and diagnoses it. Ages are computed
+// against the host's own clock at probe time, so a replay gives exactly the live result.
+func diagnoseCapture(name string, raw []byte) report.Host {
+	snap, err := parse.Parse(raw)
+	h := report.Host{Name: name, Snapshot: snap, Capture: raw}
+	if snap == nil {
+		h.Err = &report.HostError{Phase: "parse", Kind: "bad-capture", Message: err.Error()}
+		return h
+	}
+	if err != nil {
+		snap.Notes = append(snap.Notes, parse.Note{Code: "parse-error", Message: err.Error()})
+	}
+	now := time.Unix(0, 0).UTC()
+	if snap.Host.Time != nil {
+		now = *snap.Host.Time
+	}
+	h.Result = diagnose.Diagnose(snap, now)
+	return h
+}
+
+// replayHosts reads a capture file, or every *.capture file of a directory in name order.
+func replayHosts(path string) ([]report.Host, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, usagef("--replay: %v", err)
+	}
+	files := []string{path}
+	if st.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, usagef("--replay: %v", err)
+		}
+		files = files[:0]
+		for _, de := range entries {
+			if !de.IsDir() && strings.HasSuffix(de.Name(), captureExt) {
+				files = append(files, path+string(os.PathSeparator)+de.Name())
+			}
+		}
+		if len(files) == 0 {
+			return nil, usagef("--replay: no *%s files in %s", captureExt, path)
+		}
+	}
+	hosts := make([]report.Host, 0, len(files))
+	for _, f := range files {
+		raw, err := readCapture(f)
+		if err != nil {
+			return nil, usagef("--replay: %v", err)
+		}
+		hosts = append(hosts, diagnoseCapture(hostFromCaptureFile(f), raw))
+	}
+	return hosts, nil
+}
