@@ -142,7 +142,7 @@ func opt(v *int64) string {
 
 func (m *mdWriter) gpus(s *parse.Snapshot) {
 	if f := s.SMI.Failure; f != nil {
-		m.p("**nvidia-smi failed** (%s): %s\n\n", mdText(string(f.Kind)), mdText(f.Message))
+		m.p("**nvidia-smi failed** (%s): %s\n\n", mdText(string(f.Kind)), messageLines(f.Message, mdText))
 		return
 	}
 	if len(s.GPUs) == 0 {

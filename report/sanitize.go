@@ -173,3 +173,15 @@ func fence(body string) string {
 	}
 	return strings.Repeat("`", max(3, longest+1))
 }
+
+// messageLines writes a multi-line remote message (nvidia-smi's, say) on one line, its lines
+// separated by " / ", each made safe by esc, rather than showing its newlines as "\n".
+func messageLines(msg string, esc func(string) string) string {
+	var parts []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, esc(l))
+		}
+	}
+	return strings.Join(parts, " / ")
+}

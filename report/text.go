@@ -265,7 +265,7 @@ func (t *textWriter) facts(name string, s *parse.Snapshot) {
 
 func (t *textWriter) gpus(s *parse.Snapshot) {
 	if f := s.SMI.Failure; f != nil {
-		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", Sanitize(f.Message))
+		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", messageLines(f.Message, Sanitize))
 		return
 	}
 	if len(s.GPUs) == 0 {
