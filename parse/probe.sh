@@ -1,4 +1,6 @@
-# gputriage probe, capture format v1. Run as: sh -s -- NONCE  (script on stdin).
+# gputriage probe, capture format v1. Run as: sh -s -- NONCE [SMI_SECONDS]  (script on stdin).
+# SMI_SECONDS bounds each nvidia-smi call (default 30), so that a wedged driver still leaves
+# time to report everything else before the caller's deadline.
 # Read-only: it runs nvidia-smi queries and reads /proc, /dev/shm and systemd state; it writes
 # no file, signals no process and changes nothing. Every step is bounded in time (timeout,
 # where present) and output size (head -c). The format is documented in docs/capture.md.
@@ -10,10 +12,12 @@ export PATH
 N=${1:-}
 case $N in
 '' | *[!0-9a-f]*)
-	echo "gputriage probe: usage: sh -s -- NONCE (lower-case hex)" >&2
+	echo "gputriage probe: usage: sh -s -- NONCE [SMI_SECONDS] (NONCE in lower-case hex)" >&2
 	exit 2
 	;;
 esac
+SMI_T=${2:-30}
+case $SMI_T in '' | *[!0-9]*) SMI_T=30 ;; esac
 HAVE_TIMEOUT=
 command -v timeout >/dev/null 2>&1 && HAVE_TIMEOUT=1
 
@@ -84,18 +88,18 @@ sec host 65536 0 hostfacts
 GPU_BASE=index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,compute_mode,driver_version
 APPS=
 if [ -n "$SMI" ]; then
-	capsec smi-gpu 1048576 30 "$SMI" --query-gpu=$GPU_BASE,memory.reserved,mig.mode.current --format=csv,nounits
+	capsec smi-gpu 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE,memory.reserved,mig.mode.current --format=csv,nounits
 	# Older drivers refuse fields they do not know and exit non-zero: ask again with the base
 	# set. A timeout (rc 124 or 137) means the driver is stuck; asking again would double the wait.
 	case $OUT in
 	*"not a valid field"*)
-		sec smi-gpu-basic 1048576 30 "$SMI" --query-gpu=$GPU_BASE --format=csv,nounits
+		sec smi-gpu-basic 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE --format=csv,nounits
 		;;
 	esac
 	case $OUT in
 	*"@@gputriage $N rc=124" | *"@@gputriage $N rc=137") ;;
 	*)
-		capsec smi-apps 1048576 30 "$SMI" --query-compute-apps=pid,gpu_uuid,used_memory,process_name --format=csv,nounits
+		capsec smi-apps 1048576 "$SMI_T" "$SMI" --query-compute-apps=pid,gpu_uuid,used_memory,process_name --format=csv,nounits
 		APPS=$OUT
 		;;
 	esac

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,13 @@ func newNonce() string {
 		panic(fmt.Sprintf("crypto/rand: %v", err))
 	}
 	return hex.EncodeToString(b[:])
+}
+
+// smiSeconds bounds each nvidia-smi call of the probe to 40% of the host's deadline (at most
+// 30 s, at least 1 s), so a wedged driver still leaves time to report the rest of the host.
+func smiSeconds(timeout time.Duration) string {
+	s := int(timeout.Seconds() * 0.4)
+	return strconv.Itoa(min(max(s, 1), 30))
 }
 
 // readCapture reads a saved capture, bounded like a live one.
@@ -93,7 +101,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-s", "--", newNonce())
+	cmd := exec.CommandContext(ctx, "sh", "-s", "--", newNonce(), smiSeconds(timeout))
 	cmd.Stdin = strings.NewReader(parse.ProbeScript)
 	out := &capWriter{limit: maxCaptureBytes}
 	errOut := &capWriter{limit: 64 << 10}

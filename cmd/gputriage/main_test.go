@@ -294,3 +294,41 @@ func currentUser(t *testing.T) string {
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// TestLocalHungDriver: a wedged nvidia-smi is cut at its share of --timeout and reported as an
+// smi-failed timeout, while the host itself is still triaged within its deadline.
+func TestLocalHungDriver(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the probe reads /proc: Linux only")
+	}
+	smiDir := t.TempDir()
+	if err := scenario.WriteFakeSMI(smiDir, scenario.SMI{Hang: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, errOut, code := cli(t, nil, "--local", "--timeout", "6s", "--format", "json")
+	if code != exitFindings {
+		t.Fatalf("exit status %d, want %d; stderr %s\n%s", code, exitFindings, errOut, out)
+	}
+	var doc struct {
+		Hosts []struct {
+			OK       bool `json:"ok"`
+			Findings []struct {
+				Code string `json:"code"`
+				Kind string `json:"kind"`
+			} `json:"findings"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Hosts) != 1 || !doc.Hosts[0].OK {
+		t.Fatalf("host not triaged:\n%s", out)
+	}
+	for _, f := range doc.Hosts[0].Findings {
+		if f.Code == "smi-failed" && f.Kind == "timeout" {
+			return
+		}
+	}
+	t.Errorf("no smi-failed timeout finding:\n%s", out)
+}
