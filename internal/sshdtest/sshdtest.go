@@ -1,0 +1,242 @@
+// Package sshdtest starts real OpenSSH sshd instances for gputriage's integration tests: each
+// on its own 127.0.0.x address (or inside a network namespace the test creates), with its own
+// host key, authorized keys, host name (a private UTS namespace) and a fake nvidia-smi first on
+// the session's PATH. Only tests import it.
+package sshdtest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/internal/scenario"
+)
+
+// SSHDPath finds sshd. Without it the suite skips loudly, except under CI (CI=true), where a
+// missing sshd is a broken .ci/run and fails.
+func SSHDPath(t testing.TB) string {
+	t.Helper()
+	for _, p := range []string{"/usr/sbin/sshd", "/usr/local/sbin/sshd"} {
+		if _, err := os.Stat(p); err == nil {
+			if os.Geteuid() != 0 {
+				break
+			}
+			return p
+		}
+	}
+	msg := "OpenSSH sshd (run as root) is needed for the SSH integration suite: apt-get install openssh-server"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip("SKIPPING the SSH integration suite: " + msg)
+	return ""
+}
+
+// Config describes one sshd.
+type Config struct {
+	Name    string // the host name its sessions see (uname -n)
+	Addr    string // listen address, e.g. 127.0.0.21
+	Port    int
+	NetNS   string // run inside this network namespace ("" = the test's own)
+	KeyType string // host key type: ed25519 (default), ecdsa, rsa
+	// AuthorizedKeys are public key lines accepted for root.
+	AuthorizedKeys []string
+	// SMI, when set, puts a fake nvidia-smi serving it first on the session PATH.
+	SMI *scenario.SMI
+	// Extra sshd_config lines.
+	Extra []string
+}
+
+// SSHD is a running sshd.
+type SSHD struct {
+	Config
+	Dir        string
+	HostKeyPub string // "type base64" of its host key
+	cmd        *exec.Cmd
+	log        *bytes.Buffer
+}
+
+// Start starts an sshd and waits until it accepts connections; it is stopped at cleanup.
+func Start(t testing.TB, c Config) *SSHD {
+	t.Helper()
+	sshd := SSHDPath(t)
+	if c.KeyType == "" {
+		c.KeyType = "ed25519"
+	}
+	dir := t.TempDir()
+	s := &SSHD{Config: c, Dir: dir, log: &bytes.Buffer{}}
+	hostKey := filepath.Join(dir, "host_key")
+	args := []string{"-q", "-N", "", "-t", c.KeyType, "-f", hostKey, "-C", c.Name}
+	if c.KeyType == "rsa" {
+		args = append(args, "-b", "2048")
+	}
+	if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	pub, err := os.ReadFile(hostKey + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(pub))
+	s.HostKeyPub = f[0] + " " + f[1]
+	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), []byte(strings.Join(c.AuthorizedKeys, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+	if c.SMI != nil {
+		smiDir := filepath.Join(dir, "bin")
+		if err := os.Mkdir(smiDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := scenario.WriteFakeSMI(smiDir, *c.SMI); err != nil {
+			t.Fatal(err)
+		}
+		path = smiDir + ":" + path
+	}
+	cfg := []string{
+		fmt.Sprintf("ListenAddress %s:%d", c.Addr, c.Port),
+		"HostKey " + hostKey,
+		"AuthorizedKeysFile " + filepath.Join(dir, "authorized_keys"),
+		"PidFile none",
+		"StrictModes no",
+		"UsePAM no",
+		"PermitRootLogin prohibit-password",
+		"PasswordAuthentication no",
+		"KbdInteractiveAuthentication no",
+		"AllowAgentForwarding no",
+		"SetEnv PATH=" + path,
+		"LogLevel VERBOSE",
+		"MaxStartups 200:30:400",
+		"MaxSessions 64",
+	}
+	cfg = append(cfg, c.Extra...)
+	if err := os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A private UTS namespace gives this host its own name; sshd -D stays in the foreground.
+	argv := []string{"unshare", "-u", "sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", c.Name,
+		sshd, "-D", "-e", "-f", filepath.Join(dir, "sshd_config")}
+	if c.NetNS != "" {
+		argv = append([]string{"ip", "netns", "exec", c.NetNS}, argv...)
+	}
+	s.cmd = exec.Command(argv[0], argv[1:]...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	s.waitListening(t)
+	return s
+}
+
+func (s *SSHD) waitListening(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var err error
+		if s.NetNS == "" {
+			var c net.Conn
+			c, err = net.DialTimeout("tcp", net.JoinHostPort(s.Addr, fmt.Sprint(s.Port)), time.Second)
+			if err == nil {
+				c.Close()
+				return
+			}
+		} else {
+			// Inside a namespace: ask ss there whether the port is listening.
+			out, _ := exec.Command("ip", "netns", "exec", s.NetNS, "ss", "-Htln", fmt.Sprintf("sport = :%d", s.Port)).Output()
+			if len(bytes.TrimSpace(out)) > 0 {
+				return
+			}
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+	t.Fatalf("sshd %s on %s:%d did not start: %s", s.Name, s.Addr, s.Port, s.log.String())
+}
+
+// Stop stops the sshd (it also ends its sessions).
+func (s *SSHD) Stop() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+		_ = s.cmd.Wait()
+		s.cmd = nil
+	}
+}
+
+// Log returns what sshd logged so far.
+func (s *SSHD) Log() string { return s.log.String() }
+
+// KnownHostsLine is this host's known_hosts line under the given name ("[addr]:port" form
+// when the port is not 22).
+func (s *SSHD) KnownHostsLine(name string) string {
+	if s.Port != 22 {
+		name = fmt.Sprintf("[%s]:%d", name, s.Port)
+	}
+	return name + " " + s.HostKeyPub
+}
+
+// NetNS is a network namespace with a veth link to the test's own namespace: the test side
+// has HostAddr, the namespace side NSAddr. Anything listening on the namespace's loopback is
+// reachable only from inside it.
+type NetNS struct {
+	Name     string
+	HostAddr string
+	NSAddr   string
+}
+
+// NewNetNS creates a namespace (removed at cleanup). n picks the /30 subnet, so parallel tests
+// can each have one.
+func NewNetNS(t testing.TB, n int) *NetNS {
+	t.Helper()
+	SSHDPath(t)
+	name := fmt.Sprintf("gt-lab-%d-%d", os.Getpid(), n)
+	hostIf, nsIf := fmt.Sprintf("gth%d", n), fmt.Sprintf("gtn%d", n)
+	ns := &NetNS{Name: name, HostAddr: fmt.Sprintf("10.231.%d.1", n), NSAddr: fmt.Sprintf("10.231.%d.2", n)}
+	steps := [][]string{
+		{"ip", "netns", "add", name},
+		{"ip", "link", "add", hostIf, "type", "veth", "peer", "name", nsIf},
+		{"ip", "link", "set", nsIf, "netns", name},
+		{"ip", "addr", "add", ns.HostAddr + "/30", "dev", hostIf},
+		{"ip", "link", "set", hostIf, "up"},
+		{"ip", "netns", "exec", name, "ip", "addr", "add", ns.NSAddr + "/30", "dev", nsIf},
+		{"ip", "netns", "exec", name, "ip", "link", "set", nsIf, "up"},
+		{"ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"},
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "link", "del", hostIf).Run()
+		_ = exec.Command("ip", "netns", "del", name).Run()
+	})
+	for _, st := range steps {
+		if out, err := exec.Command(st[0], st[1:]...).CombinedOutput(); err != nil {
+			msg := fmt.Sprintf("network namespace setup %v: %v: %s", st, err, out)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip("SKIPPING: " + msg)
+		}
+	}
+	return ns
+}
+
+// UserKey makes a client key pair in dir and returns the private key path and public line.
+func UserKey(t testing.TB, dir, typ string) (string, string) {
+	t.Helper()
+	p := filepath.Join(dir, "id_"+typ)
+	args := []string{"-q", "-N", "", "-t", typ, "-f", p, "-C", "gputriage-test"}
+	if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	pub, err := os.ReadFile(p + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, strings.TrimSpace(string(pub))
+}
