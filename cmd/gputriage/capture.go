@@ -121,9 +121,6 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 			msg = err.Error()
 		}
 		h.Err = &report.HostError{Phase: "probe", Kind: "exit", Message: msg}
-	case out.overflow:
-		h.Snapshot.Notes = append(h.Snapshot.Notes, parse.Note{Code: "capture-truncated",
-			Message: fmt.Sprintf("the probe printed more than %d MiB; the rest was dropped", maxCaptureBytes>>20)})
 	}
 	return h
 }

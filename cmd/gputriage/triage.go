@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -29,6 +28,7 @@ type options struct {
 	verbose bool
 	version bool
 	help    bool
+	ssh     sshOptions
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -40,13 +40,19 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show every host and process, not only those with findings")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
+	o.ssh.addFlags(fs)
 }
 
 const usageHead = `gputriage: why is GPU memory not where you expect it, who holds it, and what to do.
 
 Usage:
-  gputriage --replay PATH [flags]     diagnose saved captures (a file or a directory)
-  gputriage --local [flags]           diagnose this machine, without SSH
+  gputriage [flags] HOST...             triage hosts over SSH (ssh_config aliases, gpu[01-16] ranges)
+  gputriage collect --save DIR HOST...  only save each host's capture, for --replay later
+  gputriage --replay PATH [flags]       diagnose saved captures (a file or a directory)
+  gputriage --local [flags]             diagnose this machine, without SSH
+
+Hosts: HOST, user@HOST, HOST:PORT, user@[v6addr]:PORT, pdsh/Slurm ranges such as
+node[1-4,7,10-12] (at most 20000 hosts), comma lists, and -f FILE.
 
 Flags:
 `
@@ -62,10 +68,17 @@ Exit status:
 
 Examples:
   gputriage --replay fixtures/ct200.capture
-  gputriage --local --format markdown > ticket.md
+  gputriage gpu[01-16]
+  gputriage -f hosts.txt --sudo --format markdown > ticket.md
+  gputriage --dry-run -F ~/.ssh/config gpu01
+  gputriage collect --save sweep-2026-11-30 gpu[01-16] && gputriage --replay sweep-2026-11-30
 `
 
 func dispatch(ctx context.Context, args []string, e *env) (int, error) {
+	collectOnly := len(args) > 0 && args[0] == "collect"
+	if collectOnly {
+		args = args[1:]
+	}
 	var o options
 	fs := pflag.NewFlagSet("gputriage", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -89,19 +102,22 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 	if o.timeout <= 0 {
 		return exitUsage, usagef("--timeout must be positive, got %s", o.timeout)
 	}
+	remote := fs.NArg() > 0 || o.ssh.hostFile != ""
 	sources := 0
-	for _, set := range []bool{o.replay != "", o.local, fs.NArg() > 0} {
+	for _, set := range []bool{o.replay != "", o.local, remote} {
 		if set {
 			sources++
 		}
 	}
 	switch {
 	case sources == 0:
-		return exitUsage, usagef("nothing to triage: give --replay PATH or --local")
+		return exitUsage, usagef("nothing to triage: give host names, -f FILE, --replay PATH or --local")
 	case sources > 1:
 		return exitUsage, usagef("give only one of --replay, --local and host names")
-	case fs.NArg() > 0:
-		return exitUsage, usagef("triage over SSH is not in this build yet: use --local on the host, or --replay a capture")
+	case collectOnly && (!remote || o.ssh.save == ""):
+		return exitUsage, usagef("collect needs --save DIR and host names")
+	case (o.ssh.dryRun || o.ssh.save != "") && !remote:
+		return exitUsage, usagef("--dry-run and --save go with host names")
 	}
 
 	var hosts []report.Host
@@ -113,17 +129,58 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 		}
 	case o.local:
 		hosts = []report.Host{localHost(ctx, o.timeout)}
+	default:
+		ts, err := o.ssh.targets(fs.Args(), e.stdin)
+		if err != nil {
+			return exitUsage, err
+		}
+		if len(ts) == 0 {
+			return exitUsage, usagef("no hosts given")
+		}
+		res, err := o.ssh.resolve(ts, e)
+		if err != nil {
+			return exitUsage, err
+		}
+		if o.ssh.dryRun {
+			if err := dryRun(e.stdout, res, o.format); err != nil {
+				return exitInternal, err
+			}
+			return exitOK, nil
+		}
+		hosts, err = o.ssh.sweep(ctx, res, o.timeout, e)
+		if err != nil {
+			return exitUsage, err
+		}
+		if o.ssh.save != "" {
+			if err := saveCaptures(o.ssh.save, hosts); err != nil {
+				return exitInternal, fmt.Errorf("--save: %w", err)
+			}
+		}
 	}
 
-	color, width := o.colorFor(e)
-	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose}
-	if err := render(e.stdout, hosts, ropt); err != nil {
-		return exitInternal, fmt.Errorf("writing the report: %w", err)
+	if collectOnly {
+		for _, h := range hosts {
+			if h.Err != nil {
+				fmt.Fprintf(e.stdout, "%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), h.Err.Phase, h.Err.Kind, report.Sanitize(h.Err.Message))
+			} else {
+				fmt.Fprintf(e.stdout, "%s: saved %d bytes\n", report.Sanitize(h.Name), len(h.Capture))
+			}
+		}
+	} else {
+		color, width := o.colorFor(e)
+		ropt := report.Options{Color: color, Width: width, Verbose: o.verbose}
+		if err := render(e.stdout, hosts, ropt); err != nil {
+			return exitInternal, fmt.Errorf("writing the report: %w", err)
+		}
 	}
 	if ctx.Err() != nil {
 		return exitInterrupted, nil
 	}
-	return exitStatus(hosts), nil
+	code := exitStatus(hosts)
+	if collectOnly && code == exitFindings {
+		code = exitOK
+	}
+	return code, nil
 }
 
 // exitStatus is 3 when any host failed, else 1 when any finding is a warning or worse.
@@ -192,35 +249,23 @@ func diagnoseCapture(name string, raw []byte) report.Host {
 	return h
 }
 
-// replayHosts reads a capture file, or every *.capture file of a directory in name order.
+// replayHosts reads a capture file, or a directory saved by --save/collect (or any directory
+// of HOST.capture files).
 func replayHosts(path string) ([]report.Host, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, usagef("--replay: %v", err)
 	}
-	files := []string{path}
 	if st.IsDir() {
-		entries, err := os.ReadDir(path)
+		hosts, err := replayDir(path)
 		if err != nil {
 			return nil, usagef("--replay: %v", err)
 		}
-		files = files[:0]
-		for _, de := range entries {
-			if !de.IsDir() && strings.HasSuffix(de.Name(), captureExt) {
-				files = append(files, path+string(os.PathSeparator)+de.Name())
-			}
-		}
-		if len(files) == 0 {
-			return nil, usagef("--replay: no *%s files in %s", captureExt, path)
-		}
+		return hosts, nil
 	}
-	hosts := make([]report.Host, 0, len(files))
-	for _, f := range files {
-		raw, err := readCapture(f)
-		if err != nil {
-			return nil, usagef("--replay: %v", err)
-		}
-		hosts = append(hosts, diagnoseCapture(hostFromCaptureFile(f), raw))
+	raw, err := readCapture(path)
+	if err != nil {
+		return nil, usagef("--replay: %v", err)
 	}
-	return hosts, nil
+	return []report.Host{diagnoseCapture(hostFromCaptureFile(path), raw)}, nil
 }

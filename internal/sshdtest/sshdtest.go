@@ -1,7 +1,7 @@
 // Package sshdtest starts real OpenSSH sshd instances for gputriage's integration tests: each
 // on its own 127.0.0.x address (or inside a network namespace the test creates), with its own
-// host key, authorized keys, host name (a private UTS namespace) and a fake nvidia-smi first on
-// the session's PATH. Only tests import it.
+// host key, authorized keys, and its own host name, processes and /dev/shm (private UTS, PID and
+// mount namespaces), with a fake nvidia-smi first on the session's PATH. Only tests import it.
 package sshdtest
 
 import (
@@ -122,14 +122,18 @@ func Start(t testing.TB, c Config) *SSHD {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// A private UTS namespace gives this host its own name; sshd -D stays in the foreground.
-	argv := []string{"unshare", "-u", "sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", c.Name,
+	// Private UTS, PID and mount namespaces give this host its own name, its own /proc (its
+	// processes only; sshd is its PID 1, which adopts orphans) and its own /dev/shm. sshd -D
+	// stays in the foreground.
+	argv := []string{"unshare", "-u", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
+		`hostname "$1" && mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && shift && exec "$@"`, "sh", c.Name,
 		sshd, "-D", "-e", "-f", filepath.Join(dir, "sshd_config")}
 	if c.NetNS != "" {
 		argv = append([]string{"ip", "netns", "exec", c.NetNS}, argv...)
 	}
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	s.cmd.WaitDelay = 2 * time.Second
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +165,10 @@ func (s *SSHD) waitListening(t testing.TB) {
 	}
 	t.Fatalf("sshd %s on %s:%d did not start: %s", s.Name, s.Addr, s.Port, s.log.String())
 }
+
+// SMIDir is where this host's fake nvidia-smi reads its answers; rewrite them with
+// scenario.WriteFakeSMI to change what it says.
+func (s *SSHD) SMIDir() string { return filepath.Join(s.Dir, "bin") }
 
 // Stop stops the sshd (it also ends its sessions).
 func (s *SSHD) Stop() {

@@ -1,0 +1,486 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/term"
+
+	"github.com/gputriage/gputriage/hostlist"
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/sshconf"
+	"github.com/gputriage/gputriage/sshexec"
+)
+
+// sshOptions are the flags that choose and reach hosts over SSH.
+type sshOptions struct {
+	hostFile       string
+	configFile     string
+	user           string
+	port           int
+	identity       []string
+	jump           string
+	fanout         int
+	connectTimeout time.Duration
+	acceptNew      bool
+	askPassphrase  bool
+	sudo           bool
+	dryRun         bool
+	save           string
+}
+
+func (o *sshOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.hostFile, "hosts-file", "f", "", "read hosts from FILE, one per line (# comments; - for stdin)")
+	fs.StringVarP(&o.configFile, "config", "F", "", "ssh config file, like ssh -F (default ~/.ssh/config, then /etc/ssh/ssh_config)")
+	fs.StringVarP(&o.user, "login", "l", "", "user to log in as, like ssh -l")
+	fs.IntVarP(&o.port, "port", "p", 0, "port to connect to, like ssh -p")
+	fs.StringArrayVarP(&o.identity, "identity", "i", nil, "identity file, like ssh -i (repeatable)")
+	fs.StringVarP(&o.jump, "jump", "J", "", "jump hosts, like ssh -J [user@]host[:port][,...]")
+	fs.IntVar(&o.fanout, "fanout", sshexec.DefaultFanout, "hosts probed at once")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "TCP connect timeout per host (ConnectTimeout in ssh config wins)")
+	fs.BoolVar(&o.acceptNew, "accept-new", false, "trust and record unknown host keys (like StrictHostKeyChecking accept-new); a changed key is always refused")
+	fs.BoolVar(&o.askPassphrase, "ask-passphrase", false, "prompt for the passphrase of encrypted identity files the agent does not hold (terminal only)")
+	fs.BoolVar(&o.sudo, "sudo", false, "run the probe under sudo -n to see other users' processes; falls back to unprivileged when sudo wants a password")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print how each host would be reached (like ssh -G) and connect to none")
+	fs.StringVar(&o.save, "save", "", "also keep each host's raw capture in DIR/HOST.capture, for --replay")
+}
+
+// targets reads the host arguments and -f file and expands host lists, keeping order and
+// dropping duplicates.
+func (o *sshOptions) targets(args []string, stdin io.Reader) ([]hostlist.Target, error) {
+	all := append([]string(nil), args...)
+	if o.hostFile != "" {
+		var r io.Reader
+		if o.hostFile == "-" {
+			r = stdin
+		} else {
+			f, err := os.Open(o.hostFile)
+			if err != nil {
+				return nil, usagef("-f: %v", err)
+			}
+			defer f.Close()
+			r = f
+		}
+		sc := bufio.NewScanner(io.LimitReader(r, 64<<20))
+		for n := 1; sc.Scan(); n++ {
+			line := sc.Text()
+			if i := strings.IndexByte(line, '#'); i >= 0 {
+				line = line[:i]
+			}
+			for _, f := range strings.Fields(line) {
+				all = append(all, f)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, usagef("-f %s: %v", o.hostFile, err)
+		}
+	}
+	ts, err := hostlist.ExpandAll(all)
+	if err != nil {
+		return nil, usagef("%v", err)
+	}
+	return ts, nil
+}
+
+// resolved is one host as the user named it and as ssh_config resolves it.
+type resolved struct {
+	label string // as typed: the report's host name and the capture's file name
+	conf  sshconf.Host
+}
+
+func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
+	home, _ := os.UserHomeDir()
+	local := e.getenv("USER")
+	if u, err := user.Current(); err == nil {
+		local = u.Username
+	}
+	lhost, _ := os.Hostname()
+	out := make([]resolved, 0, len(ts))
+	for _, t := range ts {
+		so := sshconf.Options{ConfigFile: o.configFile, Home: home, LocalUser: local, LocalHost: lhost,
+			User: o.user, Port: o.port, Identity: o.identity, Jump: o.jump, Getenv: e.getenv}
+		if t.User != "" {
+			so.User = t.User
+		}
+		if t.Port != 0 {
+			so.Port = t.Port
+		}
+		h, err := sshconf.Resolve(t.Host, so)
+		if err != nil {
+			return nil, usagef("%s: %v", t, err)
+		}
+		out = append(out, resolved{label: t.String(), conf: h})
+	}
+	return out, nil
+}
+
+func (o *sshOptions) target(r resolved) sshexec.Target {
+	var conv func(h sshconf.Host, name string) sshexec.Target
+	conv = func(h sshconf.Host, name string) sshexec.Target {
+		t := sshexec.Target{Name: name, HostName: h.HostName, Port: h.Port, User: h.User,
+			IdentityFiles: h.IdentityFiles, IdentitiesOnly: h.IdentitiesOnly,
+			KnownHostsFiles: h.KnownHostsFiles(), HostKeyAlias: h.HostKeyAlias,
+			ConnectTimeout: h.ConnectTimeout,
+			// "no" and "ask" are not honored: a sweep never skips the check and never prompts.
+			AcceptNew: o.acceptNew || h.StrictHostKeyChecking == "accept-new"}
+		for _, hop := range h.ProxyJump {
+			t.Jump = append(t.Jump, conv(hop, hop.Alias))
+		}
+		return t
+	}
+	return conv(r.conf, r.label)
+}
+
+// sweep probes every host over SSH and diagnoses what came back.
+func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.Duration, e *env) ([]report.Host, error) {
+	if o.fanout < 1 {
+		return nil, usagef("--fanout must be at least 1, got %d", o.fanout)
+	}
+	ag, closer, err := sshexec.AgentFromEnv(e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "gputriage: ssh-agent: %v (continuing with identity files)\n", err)
+	}
+	if closer != nil {
+		defer closer.Close()
+	}
+	nonce := newNonce()
+	sopt := sshexec.Options{
+		Command:        probeCommand(nonce, smiSeconds(timeout), o.sudo),
+		Stdin:          []byte(parse.ProbeScript),
+		MaxOutput:      maxCaptureBytes,
+		Timeout:        timeout,
+		ConnectTimeout: o.connectTimeout,
+		Fanout:         o.fanout,
+		AcceptNew:      o.acceptNew,
+	}
+	if ag != nil {
+		sopt.Agent = ag
+	}
+	if o.askPassphrase {
+		in, ok := e.stdin.(*os.File)
+		if !ok || !term.IsTerminal(int(in.Fd())) {
+			return nil, usagef("--ask-passphrase needs a terminal on standard input")
+		}
+		var mu sync.Mutex
+		sopt.Passphrase = func(file string) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stderr, "Enter passphrase for key '%s': ", file)
+			b, err := term.ReadPassword(int(in.Fd()))
+			fmt.Fprintln(e.stderr)
+			return b, err
+		}
+	}
+	targets := make([]sshexec.Target, len(hosts))
+	for i, h := range hosts {
+		targets[i] = o.target(h)
+		for _, ig := range h.conf.Ignored {
+			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), ig)
+		}
+		if s := h.conf.StrictHostKeyChecking; s == "no" || s == "ask" {
+			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking %s is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label), s)
+		}
+	}
+	if tty, _ := e.isTerminal(e.stderr); tty {
+		p := newProgressLine(e.stderr)
+		sopt.Progress = p.update
+		defer p.done()
+	}
+	results := sshexec.Run(ctx, targets, sopt)
+	out := make([]report.Host, len(results))
+	for i, r := range results {
+		for _, n := range r.Notes {
+			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), report.Sanitize(n))
+		}
+		if o.sudo && strings.Contains(string(r.Stderr), sudoFallbackMsg) {
+			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), sudoFallbackMsg)
+		}
+		out[i] = hostFromResult(hosts[i].label, r)
+	}
+	return out, nil
+}
+
+const sudoFallbackMsg = "sudo -n needs a password here: probed without root"
+
+// probeCommand is the remote command line. It is built from constants, the hex nonce and a
+// number only: nothing the user typed is ever part of shell text. With sudo, a sudo that would
+// prompt fails at once (-n) before reading the script, which then goes to the plain sh.
+func probeCommand(nonce, smiSecs string, sudo bool) string {
+	if !sudo {
+		return "sh -s -- " + nonce + " " + smiSecs
+	}
+	return `sh -c 'if sudo -n true 2>/dev/null; then exec sudo -n sh -s -- "$0" "$1"; fi; echo "gputriage: ` +
+		sudoFallbackMsg + `" >&2; exec sh -s -- "$0" "$1"' ` + nonce + " " + smiSecs
+}
+
+// hostFromResult turns one host's SSH result into a report host. A host whose probe ran is
+// diagnosed from its capture exactly as --replay would; one that failed carries the cause.
+func hostFromResult(label string, r sshexec.Result) report.Host {
+	if r.Err == nil {
+		return diagnoseCapture(label, r.Stdout)
+	}
+	msg := r.Err.Message
+	if r.Err.Phase == sshexec.PhaseProbe && r.Err.Kind == sshexec.KindTimeout && len(r.Stdout) > 0 {
+		if c, err := parse.SplitCapture(r.Stdout); err == nil && len(c.Sections) > 0 {
+			if last := c.Sections[len(c.Sections)-1]; last.Truncated {
+				msg += fmt.Sprintf(" (the probe was still in its %q step)", last.Name)
+			}
+		}
+	}
+	if r.Err.Hop != "" && !strings.Contains(msg, r.Err.Hop) {
+		msg = "via jump host " + r.Err.Hop + ": " + msg
+	}
+	return report.Host{Name: label, Err: &report.HostError{Phase: r.Err.Phase, Kind: r.Err.Kind, Message: msg}}
+}
+
+// saveCaptures writes DIR/HOST.capture for every probed host, DIR/HOST.error for every failed
+// one, and DIR/hosts with the host order, so --replay DIR reproduces the sweep exactly.
+func saveCaptures(dir string, hosts []report.Host) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	var index strings.Builder
+	for _, h := range hosts {
+		base := filepath.Join(dir, fileSafe(h.Name))
+		index.WriteString(h.Name + "\n")
+		var err error
+		if h.Err != nil {
+			var b []byte
+			b, err = json.Marshal(h.Err)
+			if err == nil {
+				err = os.WriteFile(base+errorExt, append(b, '\n'), 0o600)
+			}
+		} else {
+			err = os.WriteFile(base+captureExt, h.Capture, 0o600)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, indexFile), []byte(index.String()), 0o600)
+}
+
+const (
+	errorExt  = ".error"
+	indexFile = "hosts"
+)
+
+// fileSafe maps a host label to a file name: labels never hold '/', but may start with '.'.
+func fileSafe(label string) string {
+	label = strings.NewReplacer("/", "_", "\\", "_", "\x00", "_").Replace(label)
+	if strings.HasPrefix(label, ".") {
+		label = "_" + label
+	}
+	return label
+}
+
+// replayDir reads a saved sweep: the hosts in DIR/hosts order when present (others after, by
+// name), each from HOST.capture or HOST.error.
+func replayDir(dir string) ([]report.Host, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	kind := map[string]string{}
+	var names []string
+	for _, de := range entries {
+		n := de.Name()
+		for _, ext := range []string{captureExt, errorExt} {
+			if !de.IsDir() && strings.HasSuffix(n, ext) {
+				label := strings.TrimSuffix(n, ext)
+				if _, dup := kind[label]; !dup {
+					names = append(names, label)
+				}
+				kind[label] = ext
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no *%s files in %s", captureExt, dir)
+	}
+	sort.Strings(names)
+	order := names
+	if b, err := os.ReadFile(filepath.Join(dir, indexFile)); err == nil {
+		seen := map[string]bool{}
+		order = nil
+		for _, l := range strings.Split(string(b), "\n") {
+			if _, ok := kind[fileSafe(l)]; ok && l != "" && !seen[fileSafe(l)] {
+				seen[fileSafe(l)] = true
+				order = append(order, l)
+			}
+		}
+		for _, n := range names {
+			if !seen[n] {
+				order = append(order, n)
+			}
+		}
+	}
+	hosts := make([]report.Host, 0, len(order))
+	for _, label := range order {
+		path := filepath.Join(dir, fileSafe(label))
+		if kind[fileSafe(label)] == errorExt {
+			b, err := os.ReadFile(path + errorExt)
+			if err != nil {
+				return nil, err
+			}
+			var he report.HostError
+			if err := json.Unmarshal(b, &he); err != nil {
+				return nil, fmt.Errorf("%s%s: %v", path, errorExt, err)
+			}
+			hosts = append(hosts, report.Host{Name: label, Err: &he})
+			continue
+		}
+		raw, err := readCapture(path + captureExt)
+		if err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, diagnoseCapture(label, raw))
+	}
+	return hosts, nil
+}
+
+// dryRun prints how each host would be reached, like ssh -G, without connecting.
+func dryRun(w io.Writer, hosts []resolved, format string) error {
+	type jsonHost struct {
+		Host            string   `json:"host"`
+		HostName        string   `json:"hostname"`
+		Port            int      `json:"port"`
+		User            string   `json:"user"`
+		IdentityFiles   []string `json:"identity_files"`
+		IdentitiesOnly  bool     `json:"identities_only"`
+		ProxyJump       []string `json:"proxy_jump"`
+		KnownHostsFiles []string `json:"known_hosts_files"`
+		HostKeyAlias    *string  `json:"host_key_alias"`
+		StrictHostKey   string   `json:"strict_host_key_checking"`
+		ConnectTimeout  *float64 `json:"connect_timeout_seconds"`
+		Ignored         []string `json:"ignored"`
+	}
+	doc := struct {
+		Hosts []jsonHost `json:"hosts"`
+	}{Hosts: []jsonHost{}}
+	for _, r := range hosts {
+		h := r.conf
+		j := jsonHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
+			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{},
+			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: nonNil(h.Ignored)}
+		for _, hop := range h.ProxyJump {
+			j.ProxyJump = append(j.ProxyJump, hop.Alias)
+		}
+		if h.HostKeyAlias != "" {
+			j.HostKeyAlias = &h.HostKeyAlias
+		}
+		if h.ConnectTimeout > 0 {
+			s := h.ConnectTimeout.Seconds()
+			j.ConnectTimeout = &s
+		}
+		doc.Hosts = append(doc.Hosts, j)
+	}
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	}
+	var b strings.Builder
+	for _, j := range doc.Hosts {
+		fmt.Fprintf(&b, "%s\n", report.Sanitize(j.Host))
+		fmt.Fprintf(&b, "  hostname %s, port %d, user %s\n", report.Sanitize(j.HostName), j.Port, report.Sanitize(j.User))
+		fmt.Fprintf(&b, "  identity files: %s\n", listOrNone(j.IdentityFiles))
+		if j.IdentitiesOnly {
+			b.WriteString("  identities only: yes\n")
+		}
+		fmt.Fprintf(&b, "  proxy jump: %s\n", listOrNone(j.ProxyJump))
+		fmt.Fprintf(&b, "  known_hosts: %s\n", listOrNone(j.KnownHostsFiles))
+		if j.HostKeyAlias != nil {
+			fmt.Fprintf(&b, "  host key alias: %s\n", report.Sanitize(*j.HostKeyAlias))
+		}
+		for _, ig := range j.Ignored {
+			fmt.Fprintf(&b, "  ignored: %s\n", report.Sanitize(ig))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = report.Sanitize(x)
+	}
+	return strings.Join(out, ", ")
+}
+
+// progressLine redraws one status line on a terminal's stderr while hosts are outstanding.
+type progressLine struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last sshexec.Progress
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w, stop: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+				p.draw()
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progressLine) update(pr sshexec.Progress) {
+	p.mu.Lock()
+	p.last = pr
+	p.mu.Unlock()
+}
+
+func (p *progressLine) draw() {
+	p.mu.Lock()
+	pr := p.last
+	p.mu.Unlock()
+	if pr.Total == 0 {
+		return
+	}
+	line := fmt.Sprintf("%d/%d done, %d failed, %d running, %d waiting", pr.Succeeded+pr.Failed, pr.Total, pr.Failed, pr.Running, pr.Waiting)
+	if pr.Slowest != "" && !pr.SlowestSince.IsZero() {
+		line += fmt.Sprintf("; slowest %s (%s)", report.Sanitize(pr.Slowest), time.Since(pr.SlowestSince).Truncate(time.Second))
+	}
+	fmt.Fprintf(p.w, "\r\x1b[K%s", line)
+}
+
+func (p *progressLine) done() {
+	close(p.stop)
+	p.wg.Wait()
+	fmt.Fprint(p.w, "\r\x1b[K")
+}
