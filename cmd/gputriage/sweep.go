@@ -189,8 +189,8 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		for _, ig := range h.conf.Ignored {
 			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), ig)
 		}
-		if s := h.conf.StrictHostKeyChecking; s == "no" || s == "ask" {
-			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking %s is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label), s)
+		if h.conf.StrictHostKeyChecking == "no" {
+			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking no is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label))
 		}
 	}
 	if tty, _ := e.isTerminal(e.stderr); tty {

@@ -159,14 +159,20 @@ type Server struct {
 	WantPID int
 	// Python is the interpreter; python3 on PATH when empty.
 	Python string
+	// Enter, when set, is a command prefix that runs the server elsewhere, e.g.
+	// nsenter -t PID -p -m -- to start it inside a test host's PID and mount namespaces.
+	// Proc.PID is then the PID as that namespace sees it, and Stop does not signal it:
+	// the namespace's end takes it down.
+	Enter []string
 }
 
 // Proc is a started server.
 type Proc struct {
-	PID    int
-	cmd    *exec.Cmd
-	tmp    string
-	shmDir string
+	PID     int
+	cmd     *exec.Cmd
+	tmp     string
+	shmDir  string
+	foreign bool // PID is in another PID namespace
 }
 
 // Start starts s and waits until its files are in place.
@@ -185,7 +191,10 @@ func start(s Server) (*Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proc{tmp: tmp, shmDir: s.ShmDir}
+	p := &Proc{tmp: tmp, shmDir: s.ShmDir, foreign: len(s.Enter) > 0}
+	if p.foreign {
+		p.shmDir = "" // it lives in the other mount namespace's /dev/shm
+	}
 	parts := strings.Split(s.Module, ".")
 	pkg := filepath.Join(append([]string{tmp}, parts[:len(parts)-1]...)...)
 	if err := os.MkdirAll(pkg, 0o755); err != nil {
@@ -214,6 +223,7 @@ func start(s Server) (*Proc, error) {
 				strconv.Itoa(s.WantPID - 1)}, argv...)
 		}
 	}
+	argv = append(append([]string(nil), s.Enter...), argv...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(),
@@ -230,7 +240,7 @@ func start(s Server) (*Proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, p.cleanup(err)
 	}
-	if !s.Orphan {
+	if !s.Orphan && !p.foreign {
 		p.cmd = cmd
 	} else {
 		go cmd.Wait() //nolint:errcheck // setsid -f exits at once
@@ -257,7 +267,7 @@ func start(s Server) (*Proc, error) {
 
 // Stop kills the server and its workers and removes its files.
 func (p *Proc) Stop() {
-	if p.PID > 0 {
+	if p.PID > 0 && !p.foreign {
 		_ = syscall.Kill(p.PID, syscall.SIGTERM)
 		for i := 0; i < 100 && alive(p.PID); i++ {
 			time.Sleep(20 * time.Millisecond)

@@ -123,10 +123,16 @@ func Start(t testing.TB, c Config) *SSHD {
 		t.Fatal(err)
 	}
 	// Private UTS, PID and mount namespaces give this host its own name, its own /proc (its
-	// processes only; sshd is its PID 1, which adopts orphans) and its own /dev/shm. sshd -D
-	// stays in the foreground.
+	// processes only; sshd is its PID 1, which adopts orphans), its own /dev/shm and an empty
+	// home for root (so the test machine's shell profile does not run in the sessions). sshd
+	// -D stays in the foreground.
+	home := filepath.Join(dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	argv := []string{"unshare", "-u", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
-		`hostname "$1" && mount -t tmpfs -o size=512m,mode=1777 tmpfs /dev/shm && shift && exec "$@"`, "sh", c.Name,
+		`hostname "$1" && mount -t tmpfs -o size=8g,mode=1777 tmpfs /dev/shm && mount --bind "$2" "$3" && shift 3 && exec "$@"`,
+		"sh", c.Name, home, rootHome(),
 		sshd, "-D", "-e", "-f", filepath.Join(dir, "sshd_config")}
 	if c.NetNS != "" {
 		argv = append([]string{"ip", "netns", "exec", c.NetNS}, argv...)
@@ -164,6 +170,28 @@ func (s *SSHD) waitListening(t testing.TB) {
 		time.Sleep(30 * time.Millisecond)
 	}
 	t.Fatalf("sshd %s on %s:%d did not start: %s", s.Name, s.Addr, s.Port, s.log.String())
+}
+
+// rootHome is root's home directory from the password database.
+func rootHome() string {
+	out, err := exec.Command("getent", "passwd", "root").Output()
+	if f := strings.Split(strings.TrimSpace(string(out)), ":"); err == nil && len(f) >= 6 && f[5] != "" {
+		return f[5]
+	}
+	return "/root"
+}
+
+// Enter is the command prefix that runs a command inside this host's PID and mount
+// namespaces (nsenter into its sshd, the namespace's PID 1).
+func (s *SSHD) Enter(t testing.TB) []string {
+	t.Helper()
+	pid := s.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	f := strings.Fields(string(b))
+	if err != nil || len(f) == 0 {
+		t.Fatalf("sshd %s: no namespace init under unshare %d: %v", s.Name, pid, err)
+	}
+	return []string{"nsenter", "-t", f[0], "-p", "-m", "--"}
 }
 
 // SMIDir is where this host's fake nvidia-smi reads its answers; rewrite them with
