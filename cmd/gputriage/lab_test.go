@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -271,4 +275,96 @@ func TestLabAcceptNew(t *testing.T) {
 	if code != exitOK {
 		t.Errorf("second strict run: exit %d\n%s", code, out)
 	}
+}
+
+// cliWith runs gputriage in-process with a context and terminal detection of the test's choice.
+func cliWith(ctx context.Context, t *testing.T, stderrTTY bool, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	isTerm := func(w io.Writer) (bool, int) { return stderrTTY && w == io.Writer(&errb), 0 }
+	code = run(ctx, args, strings.NewReader(""), &out, &errb, func(string) string { return "" }, isTerm)
+	return out.String(), errb.String(), code
+}
+
+// TestLabOptions: --sudo (real sudo, and the fallback when sudo would prompt), --dry-run,
+// Ctrl-C, and the progress line, against the real sshd lab.
+func TestLabOptions(t *testing.T) {
+	l := newLab(t)
+	base := []string{"-F", l.config, "--timeout", "8s", "--format", "json"}
+
+	t.Run("sudo", func(t *testing.T) {
+		if _, err := exec.LookPath("sudo"); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("sudo is not installed: .ci/run must install it")
+			}
+			t.Skip("sudo not installed")
+		}
+		// gpu02's sudo wants a password: the probe must fall back, and say so.
+		fake := "#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n"
+		if err := os.WriteFile(filepath.Join(l.hosts["gpu02"].SMIDir(), "sudo"), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := cli(t, nil, append(base, "--sudo", "gpu01", "gpu02")...)
+		var doc jsonDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if code != exitOK || len(doc.Hosts) != 2 || !doc.Hosts[0].OK || !doc.Hosts[1].OK {
+			t.Fatalf("exit %d, stderr %s\n%s", code, errOut, out)
+		}
+		if strings.Contains(errOut, "gpu01: "+sudoFallbackMsg) || !strings.Contains(errOut, "gpu02: "+sudoFallbackMsg) {
+			t.Errorf("fallback notes wrong: %q", errOut)
+		}
+	})
+
+	t.Run("dry-run", func(t *testing.T) {
+		before := len(l.bastion.Log())
+		out, _, code := cli(t, nil, "-F", l.config, "--dry-run", "--format", "json", "gpu14", "gpu13")
+		var doc struct {
+			Hosts []struct {
+				Host, HostName, User string
+				Port                 int
+				ProxyJump            []string `json:"proxy_jump"`
+				KnownHostsFiles      []string `json:"known_hosts_files"`
+				IdentityFiles        []string `json:"identity_files"`
+			} `json:"hosts"`
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || code != exitOK || len(doc.Hosts) != 2 {
+			t.Fatalf("exit %d, %v\n%s", code, err, out)
+		}
+		h := doc.Hosts[0]
+		if h.Host != "gpu14" || h.HostName != "127.0.0.1" || h.Port != 2214 || h.User != "root" ||
+			len(h.ProxyJump) != 1 || h.ProxyJump[0] != "bastion" || len(h.KnownHostsFiles) != 1 || len(h.IdentityFiles) != 1 {
+			t.Errorf("gpu14 resolved to %+v", h)
+		}
+		if doc.Hosts[1].User != "nosuchuser" {
+			t.Errorf("gpu13 user %q", doc.Hosts[1].User)
+		}
+		if len(l.bastion.Log()) != before {
+			t.Errorf("--dry-run connected to the bastion")
+		}
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(1500*time.Millisecond, cancel)
+		begin := time.Now()
+		out, errOut, code := cliWith(ctx, t, true, "-F", l.config, "--timeout", "60s", "--format", "json", "gpu01", "gpu15")
+		if code != exitInterrupted {
+			t.Errorf("exit %d, want %d", code, exitInterrupted)
+		}
+		if d := time.Since(begin); d > 5*time.Second {
+			t.Errorf("took %s after Ctrl-C", d)
+		}
+		var doc jsonDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc.Hosts) != 2 {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !doc.Hosts[0].OK || doc.Hosts[1].Error == nil || doc.Hosts[1].Error.Kind != "interrupted" {
+			t.Errorf("what was collected is not reported: %s", out)
+		}
+		if !strings.Contains(errOut, "\r") || !strings.Contains(errOut, "1 running") {
+			t.Errorf("no progress line on a terminal's stderr: %q", errOut)
+		}
+	})
 }

@@ -212,16 +212,17 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	return out, nil
 }
 
-const sudoFallbackMsg = "sudo -n needs a password here: probed without root"
+const sudoFallbackMsg = "sudo -n is missing or wants a password here: probed without root"
 
 // probeCommand is the remote command line. It is built from constants, the hex nonce and a
 // number only: nothing the user typed is ever part of shell text. With sudo, a sudo that would
-// prompt fails at once (-n) before reading the script, which then goes to the plain sh.
+// prompt fails at once (-n) before reading the script, which then goes to the plain sh; the
+// login PATH is kept so root finds the same nvidia-smi (sudo's secure_path may lack it).
 func probeCommand(nonce, smiSecs string, sudo bool) string {
 	if !sudo {
 		return "sh -s -- " + nonce + " " + smiSecs
 	}
-	return `sh -c 'if sudo -n true 2>/dev/null; then exec sudo -n sh -s -- "$0" "$1"; fi; echo "gputriage: ` +
+	return `sh -c 'if command -v sudo >/dev/null 2>&1 && sudo -n env true 2>/dev/null; then exec sudo -n env "PATH=$PATH" sh -s -- "$0" "$1"; fi; echo "gputriage: ` +
 		sudoFallbackMsg + `" >&2; exec sh -s -- "$0" "$1"' ` + nonce + " " + smiSecs
 }
 
