@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,12 +278,46 @@ func TestLabAcceptNew(t *testing.T) {
 	}
 }
 
-// cliWith runs gputriage in-process with a context and terminal detection of the test's choice.
-func cliWith(ctx context.Context, t *testing.T, stderrTTY bool, args ...string) (stdout, stderr string, code int) {
+// syncBuffer is a bytes.Buffer safe to read while the CLI writes to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// cliWith runs gputriage in-process with a context, a stderr that is a terminal when
+// stderrTTY, and a hook that sees stderr as it grows.
+func cliWith(ctx context.Context, t *testing.T, stderrTTY bool, watch func(stderr string), args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	isTerm := func(w io.Writer) (bool, int) { return stderrTTY && w == io.Writer(&errb), 0 }
-	code = run(ctx, args, strings.NewReader(""), &out, &errb, func(string) string { return "" }, isTerm)
+	var out bytes.Buffer
+	errb := &syncBuffer{}
+	isTerm := func(w io.Writer) (bool, int) { return stderrTTY && w == io.Writer(errb), 0 }
+	done := make(chan struct{})
+	if watch != nil {
+		go func() {
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(50 * time.Millisecond):
+					watch(errb.String())
+				}
+			}
+		}()
+	}
+	code = run(ctx, args, strings.NewReader(""), &out, errb, func(string) string { return "" }, isTerm)
+	close(done)
 	return out.String(), errb.String(), code
 }
 
@@ -345,15 +380,34 @@ func TestLabOptions(t *testing.T) {
 		}
 	})
 
-	t.Run("interrupt", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(1500*time.Millisecond, cancel)
-		begin := time.Now()
-		out, errOut, code := cliWith(ctx, t, true, "-F", l.config, "--timeout", "60s", "--format", "json", "gpu01", "gpu15")
-		if code != exitInterrupted {
-			t.Errorf("exit %d, want %d", code, exitInterrupted)
+	t.Run("explain-host", func(t *testing.T) {
+		msg := fmt.Sprintf("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.50 GiB is free. Process %d has 54.00 GiB memory in use. Including non-PyTorch memory, this process has 23.00 GiB memory in use.", l.leftoverPID)
+		out, errOut, code := cli(t, nil, "explain", "-F", l.config, "--timeout", "8s", "--color", "never", "--host", "gpu07", msg)
+		if code != exitFindings {
+			t.Errorf("exit %d, stderr %s", code, errOut)
 		}
-		if d := time.Since(begin); d > 5*time.Second {
+		want := fmt.Sprintf("PID %d (54.00 GiB in the log) on gpu07: python3 -m sglang.launch_server", l.leftoverPID)
+		if !strings.Contains(out, want) || !strings.Contains(out, "leftover-process") {
+			t.Errorf("the PID is not tied to the host's process:\n%s", out)
+		}
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		// Ctrl-C once gpu01 is done and gpu15 (which never speaks) is still running.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var cancelled time.Time
+		var once sync.Once
+		watch := func(stderr string) {
+			if strings.Contains(stderr, "1/2 done") {
+				once.Do(func() { cancelled = time.Now(); cancel() })
+			}
+		}
+		out, errOut, code := cliWith(ctx, t, true, watch, "-F", l.config, "--timeout", "60s", "--format", "json", "gpu01", "gpu15")
+		if code != exitInterrupted {
+			t.Fatalf("exit %d, want %d (stderr %q)", code, exitInterrupted, errOut)
+		}
+		if d := time.Since(cancelled); d > 5*time.Second {
 			t.Errorf("took %s after Ctrl-C", d)
 		}
 		var doc jsonDoc
@@ -363,7 +417,7 @@ func TestLabOptions(t *testing.T) {
 		if !doc.Hosts[0].OK || doc.Hosts[1].Error == nil || doc.Hosts[1].Error.Kind != "interrupted" {
 			t.Errorf("what was collected is not reported: %s", out)
 		}
-		if !strings.Contains(errOut, "\r") || !strings.Contains(errOut, "1 running") {
+		if !strings.Contains(errOut, "\r\x1b[K") || !strings.Contains(errOut, "1 running") {
 			t.Errorf("no progress line on a terminal's stderr: %q", errOut)
 		}
 	})

@@ -78,7 +78,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			code = exitInternal
 		}
 	}()
-	code, err := dispatch(ctx, args, e)
+	var err error
+	if len(args) > 0 && args[0] == "explain" {
+		code, err = explainCmd(ctx, args[1:], e)
+	} else {
+		code, err = dispatch(ctx, args, e)
+	}
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {

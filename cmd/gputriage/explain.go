@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gputriage/gputriage/explain"
+	"github.com/gputriage/gputriage/report"
+)
+
+const explainUsage = `gputriage explain: what a GPU error message means, with its numbers decoded, and what to run next.
+
+Usage:
+  gputriage explain [flags] 'ERROR TEXT'    the message as an argument
+  gputriage explain [flags] --file LOG      a file (a whole log is fine: the relevant lines are found)
+  gputriage explain [flags] < LOG           standard input (also: -)
+  gputriage explain --host gpu07 --file LOG also triage the host and tie the message to it: the
+                                            processes it names become their command lines, units, ages
+
+Flags:
+`
+
+const explainTail = `
+Exit status:
+  0    the text was explained
+  1    with --host: the hosts have findings at warning or worse
+  2    no known error in the text, or a usage error
+  3    with --host: a host could not be triaged
+`
+
+// explainCmd is `gputriage explain`.
+func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
+	var o options
+	var file string
+	var hostArgs []string
+	fs := pflag.NewFlagSet("gputriage explain", pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	fs.StringVar(&file, "file", "", "read the message from FILE")
+	fs.StringArrayVar(&hostArgs, "host", nil, "triage this host too and tie the message to it (repeatable; ranges allowed)")
+	o.addFlags(fs)
+	for _, n := range []string{"replay", "local", "save", "dry-run", "hosts-file"} {
+		_ = fs.MarkHidden(n)
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitUsage, usagef("explain: %v", err)
+	}
+	if o.help {
+		fmt.Fprint(e.stdout, explainUsage+fs.FlagUsages()+explainTail)
+		return exitOK, nil
+	}
+	if _, err := o.renderer(); err != nil {
+		return exitUsage, err
+	}
+	if o.replay != "" || o.local || o.ssh.save != "" || o.ssh.dryRun || o.ssh.hostFile != "" {
+		return exitUsage, usagef("explain: --replay, --local, --save, --dry-run and -f do not apply; use --host")
+	}
+	var r io.Reader
+	switch {
+	case file != "" && fs.NArg() > 0:
+		return exitUsage, usagef("explain: give the message as arguments or --file, not both")
+	case file != "":
+		f, err := os.Open(file)
+		if err != nil {
+			return exitUsage, usagef("explain: %v", err)
+		}
+		defer f.Close()
+		r = f
+	case fs.NArg() == 1 && fs.Arg(0) == "-", fs.NArg() == 0:
+		r = e.stdin
+	default:
+		r = strings.NewReader(strings.Join(fs.Args(), " "))
+	}
+	b, err := io.ReadAll(io.LimitReader(r, explain.MaxInputBytes+1))
+	if err != nil {
+		return exitUsage, usagef("explain: reading the message: %v", err)
+	}
+	text := string(b)
+	if explain.Truncated(text) {
+		fmt.Fprintf(e.stderr, "gputriage: explain: only the first %d MiB of the text were read\n", explain.MaxInputBytes>>20)
+	}
+	ex := explain.Explain(text)
+	if len(ex) == 0 {
+		return exitUsage, usagef("explain: %s", report.ExplainUnrecognized(len(b)))
+	}
+
+	var hosts []report.Host
+	var ties []report.Tie
+	if len(hostArgs) > 0 {
+		ts, err := o.ssh.targets(hostArgs, e.stdin)
+		if err != nil {
+			return exitUsage, err
+		}
+		res, err := o.ssh.resolve(ts, e)
+		if err != nil {
+			return exitUsage, err
+		}
+		hosts, err = o.ssh.sweep(ctx, res, o.timeout, e)
+		if err != nil {
+			return exitUsage, err
+		}
+		ties = tiePIDs(ex, hosts)
+	}
+	color, width := o.colorFor(e)
+	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose}); err != nil {
+		return exitInternal, fmt.Errorf("writing the explanation: %w", err)
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted, nil
+	}
+	if len(hosts) > 0 {
+		return exitStatus(hosts), nil
+	}
+	return exitOK, nil
+}
+
+// tiePIDs finds, on every triaged host, the processes the messages name.
+func tiePIDs(ex []explain.Explanation, hosts []report.Host) []report.Tie {
+	var ties []report.Tie
+	for _, x := range ex {
+		for _, pm := range x.PIDs {
+			for _, h := range hosts {
+				if h.Err != nil {
+					continue
+				}
+				t := report.Tie{Host: h.Name, PID: pm.PID, LogGiB: pm.GiB}
+				for i := range h.Result.Processes {
+					if p := &h.Result.Processes[i]; p.PID == pm.PID {
+						t.Process = p
+					}
+				}
+				ties = append(ties, t)
+			}
+		}
+	}
+	return ties
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every pasted error log in the corpus is explained (exit 0); text with no known error is
+// refused with exit 2, never guessed at.
+func TestExplainCorpus(t *testing.T) {
+	corpus := filepath.Join(repoRoot(t), "..", "shared", "corpus")
+	entries, err := os.ReadDir(corpus)
+	if err != nil {
+		t.Skipf("corpus not present: %v", err)
+	}
+	prefixes := []string{"sglang_", "vllm_", "pytorch_oom_", "nccl_", "dataloader_", "smi-error_", "dmesg_"}
+	n := 0
+	for _, de := range entries {
+		name := de.Name()
+		match := false
+		for _, p := range prefixes {
+			match = match || strings.HasPrefix(name, p)
+		}
+		if !match {
+			continue
+		}
+		n++
+		t.Run(name, func(t *testing.T) {
+			out, errOut, code := cli(t, nil, "explain", "--file", filepath.Join(corpus, name))
+			if code != exitOK || out == "" {
+				t.Errorf("exit %d, stderr %q", code, errOut)
+			}
+			if strings.Contains(out, "\x1b") {
+				t.Error("escape byte in the explanation")
+			}
+		})
+	}
+	if n < 15 {
+		t.Errorf("only %d corpus logs found", n)
+	}
+}
+
+func TestExplainCLI(t *testing.T) {
+	incident := "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. pre_model_load_memory=39.74761962890625, local_gpu_memory=93.7274169921875, local_gpu_memory * 0.9=84.35467529296875"
+	out, _, code := cli(t, nil, "explain", incident)
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"sglang-unbalanced", "39.75 GiB", "93.73 GiB", "53.98 GiB", "gputriage HOST --tp"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = cli(t, nil, "explain", "--format", "json", incident)
+	if code != exitOK || !strings.Contains(out, `"family": "sglang-unbalanced"`) || !strings.Contains(out, `"schema": "gputriage/v1"`) {
+		t.Errorf("json: exit %d\n%s", code, out)
+	}
+	out, _, code = cli(t, nil, "explain", "--format", "markdown", incident)
+	if code != exitOK || !strings.Contains(out, "## `sglang-unbalanced`") {
+		t.Errorf("markdown: exit %d\n%s", code, out)
+	}
+	for _, text := range []string{"Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'a'", ""} {
+		_, errOut, code := cli(t, nil, "explain", text)
+		if code != exitUsage || !strings.Contains(errOut, "no known GPU error") {
+			t.Errorf("unrecognized %q: exit %d, stderr %q", text, code, errOut)
+		}
+	}
+	if _, _, code := cli(t, nil, "explain", "--file", "/nonexistent/log"); code != exitUsage {
+		t.Errorf("missing file: exit %d", code)
+	}
+}
