@@ -1,6 +1,7 @@
 package report
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"unicode"
@@ -50,4 +51,35 @@ func FuzzSanitize(f *testing.F) {
 
 func unsafeOrControl(r rune) bool {
 	return r < 0x20 || r == 0x7f || unsafeRune(r)
+}
+
+// FuzzRedact checks that redaction never panics and that no registered name survives as a
+// whole word.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"alice@gpu03.corp.example:22", "/home/alice/x 10.0.0.1", "fe80::1%eth0 ::ffff:1.2.3.4",
+		"GPU03-alice_x gpu030", "std::vector 12:00:03", "1.2.3.4.5", invalid + osc} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		r := &redactor{names: map[string]string{}, ips: map[netip.Addr]string{}}
+		r.addHost("gpu03.corp.example")
+		r.addUser("alice")
+		out := r.str(in)
+		for _, name := range []string{"gpu03", "alice", "corp.example"} {
+			if r.str(out) != out {
+				t.Fatalf("str is not idempotent: %q -> %q -> %q", in, out, r.str(out))
+			}
+			for i := 0; ; {
+				j := strings.Index(strings.ToLower(out[i:]), name)
+				if j < 0 {
+					break
+				}
+				a, b := i+j, i+j+len(name)
+				if (a == 0 || !isWordByte(out[a-1])) && (b == len(out) || !isWordByte(out[b])) {
+					t.Fatalf("%q survives in %q (from %q)", name, out, in)
+				}
+				i = a + 1
+			}
+		}
+	})
 }

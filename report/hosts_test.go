@@ -198,7 +198,7 @@ func hostileHost() Host {
 func hostKeyChangedHost() Host {
 	return Host{
 		Name: "gpu13",
-		Err: &HostError{Phase: "hostkey", Kind: "changed",
+		Err: &HostError{Phase: "hostkey", Kind: "host-key-changed",
 			Message: "host key for gpu13 changed: got SHA256:Xr3XyEfo9D3sQ0bJ2m0yq5Jc4yq3iQ6p7a8b9c0d1e2, known_hosts has ssh-ed25519 at /home/ops/.ssh/known_hosts:12"},
 		Result: diagnose.Result{Findings: []diagnose.Finding{{
 			Code: "host-key-changed", Severity: diagnose.Critical,

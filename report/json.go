@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/hostlist"
 )
 
 // Schema names the JSON format; docs/json.md documents every field. Fields may be added within
@@ -21,13 +22,26 @@ const Schema = "gputriage/v1"
 // UTF-8 become U+FFFD, one per byte. Unknown numbers and strings are null, empty lists [].
 // Output is deterministic: fields in a fixed order, map keys sorted, two-space indentation and
 // a trailing newline.
+//
+// The summary counts every host; hosts lists all of them in the order given unless
+// Options.Only or Options.Sort say otherwise (Only "" means OnlyAll here, for every number of
+// hosts).
 func JSON(w io.Writer, hosts []Host, o Options) error {
-	doc := jsonDoc{Schema: Schema, Hosts: make([]jsonHost, len(hosts))}
+	hosts, err := prepare(hosts, o)
+	if err != nil {
+		return err
+	}
+	doc := jsonDoc{Schema: Schema, Redacted: o.Redact, Summary: jsonSummaryOf(hosts), Hosts: []jsonHost{}}
 	if !o.Now.IsZero() {
 		doc.ReportTime = optTime(&o.Now)
 	}
-	for i, h := range hosts {
-		doc.Hosts[i] = jsonHostOf(h)
+	only := o.Only
+	if only == "" {
+		only = OnlyAll
+	}
+	shown, _ := selectHosts(hosts, only, o.Sort)
+	for _, h := range shown {
+		doc.Hosts = append(doc.Hosts, jsonHostOf(h))
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -37,14 +51,54 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 	if err := enc.Encode(doc); err != nil {
 		return err
 	}
-	_, err := w.Write(b.Bytes())
+	_, err = w.Write(b.Bytes())
 	return err
 }
 
 type jsonDoc struct {
-	Schema     string     `json:"schema"`
-	ReportTime *string    `json:"report_time"`
-	Hosts      []jsonHost `json:"hosts"`
+	Schema     string      `json:"schema"`
+	ReportTime *string     `json:"report_time"`
+	Redacted   bool        `json:"redacted"`
+	Summary    jsonSummary `json:"summary"`
+	Hosts      []jsonHost  `json:"hosts"`
+}
+
+type jsonSummary struct {
+	Hosts        int             `json:"hosts"`
+	OK           int             `json:"ok"`
+	WithFindings int             `json:"with_findings"`
+	Failed       int             `json:"failed"`
+	ByCode       []jsonCodeGroup `json:"by_code"`
+	Failures     []jsonFailGroup `json:"failures"`
+}
+
+type jsonCodeGroup struct {
+	Code     string   `json:"code"`
+	Severity string   `json:"severity"`
+	Hosts    string   `json:"hosts"`
+	HostList []string `json:"host_list"`
+}
+
+type jsonFailGroup struct {
+	Phase    string   `json:"phase"`
+	Kind     string   `json:"kind"`
+	Hosts    string   `json:"hosts"`
+	HostList []string `json:"host_list"`
+}
+
+func jsonSummaryOf(hosts []Host) jsonSummary {
+	fs := summarizeFleet(hosts)
+	j := jsonSummary{Hosts: fs.hosts, OK: fs.ok, WithFindings: fs.withProblems, Failed: fs.failed,
+		ByCode: []jsonCodeGroup{}, Failures: []jsonFailGroup{}}
+	for _, c := range fs.byCode {
+		j.ByCode = append(j.ByCode, jsonCodeGroup{Code: validUTF8(c.code), Severity: c.severity.String(),
+			Hosts: validUTF8(hostlist.Fold(c.hosts)), HostList: validAll(c.hosts)})
+	}
+	for _, f := range fs.failures {
+		j.Failures = append(j.Failures, jsonFailGroup{Phase: validUTF8(f.phase), Kind: validUTF8(f.kind),
+			Hosts: validUTF8(hostlist.Fold(f.hosts)), HostList: validAll(f.hosts)})
+	}
+	return j
 }
 
 type jsonHost struct {

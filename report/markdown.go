@@ -3,12 +3,14 @@ package report
 import (
 	"bytes"
 	"fmt"
+	"html"
 	"io"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/hostlist"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -18,30 +20,95 @@ const maxCaptureBytes = 48 << 10
 
 // Markdown writes the report for a ticket (GitHub-flavored Markdown): a summary line per host,
 // then per host its GPU and process tables, its findings with fix commands in sh blocks, and
-// its raw capture in a collapsed <details> block. Remote strings are sanitized and escaped so
-// they cannot break a table, open a link or HTML, or close a code block.
+// its raw capture in a collapsed <details> block. A report of more than one host has a title
+// line, a summary table of problems and failures with their hosts folded, and the details
+// Options.Only selects. Remote strings are sanitized and escaped so they cannot break a
+// table, open a link or HTML, or close a code block.
 func Markdown(w io.Writer, hosts []Host, o Options) error {
+	hosts, err := prepare(hosts, o)
+	if err != nil {
+		return err
+	}
 	var b bytes.Buffer
-	m := &mdWriter{b: &b, o: o}
-	fmt.Fprintf(&b, "## gputriage: %s\n\n", summarize(hosts))
-	if !o.Now.IsZero() {
-		fmt.Fprintf(&b, "Report time: %s\n\n", o.Now.Format(time.RFC3339))
+	m := &mdWriter{b: &b, o: o, captureLeft: maxCaptureBytes}
+	d := newDetails(hosts, o)
+	if len(hosts) > 1 {
+		m.fleet = true
+		m.fleetHead(hosts, d)
+	} else {
+		fmt.Fprintf(&b, "## gputriage: %s\n\n", summarize(hosts))
+		m.preamble()
+		for _, h := range hosts {
+			fmt.Fprintf(&b, "- %s\n", m.oneLine(h))
+		}
+		b.WriteByte('\n')
+		if note := d.hiddenNote(); note != "" {
+			m.p("Not shown: %s.\n\n", mdText(note))
+		}
 	}
-	for _, h := range hosts {
-		fmt.Fprintf(&b, "- %s\n", m.oneLine(h))
-	}
-	b.WriteByte('\n')
-	for _, h := range hosts {
-		m.host(h)
+	for i, g := range d.groups {
+		m.host(g, i, d)
 	}
 	out := append(bytes.TrimRight(b.Bytes(), "\n"), '\n')
-	_, err := w.Write(out)
+	_, err = w.Write(out)
 	return err
 }
 
+// preamble writes the report time and says what redaction did.
+func (m *mdWriter) preamble() {
+	if !m.o.Now.IsZero() {
+		m.p("Report time: %s\n\n", m.o.Now.Format(time.RFC3339))
+	}
+	if m.o.Redact {
+		m.p("Redacted: hostnames, user names, IP addresses and home directories are replaced by placeholders " +
+			"(host-1, user-1, ip-1, ...), and raw captures are left out.\n\n")
+	}
+}
+
+// fleetHead writes a fleet report's title line and its summary table.
+func (m *mdWriter) fleetHead(hosts []Host, d *details) {
+	fs := summarizeFleet(hosts)
+	m.p("# gputriage: %s\n\n", fs.sweep)
+	m.preamble()
+	if len(fs.byCode) > 0 || len(fs.failures) > 0 {
+		m.p("| Severity | Problem | Hosts | Count |\n")
+		m.p("|---|---|---|---:|\n")
+		for _, c := range fs.byCode {
+			m.p("| %s | %s | %s | %d |\n", c.severity, mdCode(c.code), mdHosts(hostlist.Fold(c.hosts)), len(c.hosts))
+		}
+		for _, f := range fs.failures {
+			m.p("| failed | %s | %s | %d |\n", mdText(failureLabel(f.phase, f.kind)), mdHosts(hostlist.Fold(f.hosts)), len(f.hosts))
+		}
+		m.p("\n")
+	} else {
+		m.p("No problems found.\n\n")
+	}
+	if note := d.hiddenNote(); note != "" {
+		m.p("Not shown (`--only %s`): %s.\n\n", d.only, mdText(note))
+	}
+	if len(d.groups) > 0 {
+		m.p("## Details\n\n")
+	}
+}
+
+var plainHosts = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:,\[\]-]*$`)
+
+// mdHosts shows a folded host list in a code span, where its brackets need no escaping, when
+// it holds only hostname characters; as escaped text otherwise.
+func mdHosts(s string) string {
+	if plainHosts.MatchString(s) {
+		return "`" + s + "`"
+	}
+	return mdText(s)
+}
+
 type mdWriter struct {
-	b *bytes.Buffer
-	o Options
+	b     *bytes.Buffer
+	o     Options
+	fleet bool // more than one host: each host's heading is followed by its status
+	// captureLeft is how many bytes of raw captures the report may still embed: all hosts
+	// share one budget.
+	captureLeft int
 }
 
 func (m *mdWriter) p(format string, args ...any) {
@@ -86,28 +153,43 @@ func (m *mdWriter) oneLine(h Host) string {
 	return fmt.Sprintf("%s: %s — %s (%s)", name, c, mdText(top.Title), mdCode(top.Code))
 }
 
-func (m *mdWriter) host(h Host) {
-	m.p("### %s\n\n", mdText(h.Name))
+// host writes the details of group gi of d: one host, or hosts whose details are identical.
+func (m *mdWriter) host(g hostGroup, gi int, d *details) {
+	h := g.hosts[0]
+	m.p("### %s\n\n", mdText(g.name()))
 	if f := h.failure(); f != nil {
 		m.p("**FAILED** (%s: %s)", mdText(f.Phase), mdText(f.Kind))
 		if f.Message != "" {
 			m.p(": %s", mdText(f.Message))
 		}
 		m.p("\n\n")
+	} else if m.fleet {
+		status := "OK"
+		if c := countFindings(h.Result.Findings); c.problems() > 0 {
+			status = c.String()
+		}
+		m.p("**%s**\n\n", status)
 	}
 	if s := h.Snapshot; s != nil {
-		m.facts(h.Name, s)
+		m.facts(g)
 		m.gpus(s)
 	}
 	m.processes(h.Result.Processes)
-	m.findings(h.Result.Findings)
+	m.findings(h.Result.Findings, gi, d)
 	if s := h.Snapshot; s != nil {
 		m.notes(s)
 	}
-	m.capture(h.Capture)
+	for _, gh := range g.hosts {
+		of := ""
+		if len(g.hosts) > 1 {
+			of = " of " + gh.Name
+		}
+		m.capture(gh.Capture, of)
+	}
 }
 
-func (m *mdWriter) facts(name string, s *parse.Snapshot) {
+func (m *mdWriter) facts(g hostGroup) {
+	s := g.hosts[0].Snapshot
 	var items []string
 	if len(s.GPUs) > 0 {
 		items = append(items, mdText(gpuSummary(s.GPUs)))
@@ -115,10 +197,10 @@ func (m *mdWriter) facts(name string, s *parse.Snapshot) {
 	if d := driverVersion(s); d != "" {
 		items = append(items, "driver "+mdText(d))
 	}
-	if s.Host.Time != nil {
-		items = append(items, "probed "+s.Host.Time.Format(time.RFC3339))
+	if p := g.probeTimes(); p != "" {
+		items = append(items, "probed "+p)
 	}
-	if s.Host.Hostname != "" && s.Host.Hostname != name {
+	if g.showHostname() {
 		items = append(items, "hostname "+mdText(s.Host.Hostname))
 	}
 	if s.Host.Kernel != "" {
@@ -186,13 +268,21 @@ func (m *mdWriter) processes(ps []diagnose.GPUProcess) {
 	m.p("\n")
 }
 
-func (m *mdWriter) findings(fs []diagnose.Finding) {
+func (m *mdWriter) findings(fs []diagnose.Finding, gi int, d *details) {
 	for _, f := range fs {
 		kind := ""
 		if f.Kind != "" {
 			kind = " (" + mdText(f.Kind) + ")"
 		}
 		m.p("#### %s: %s%s — %s\n\n", f.Severity, mdCode(f.Code), kind, mdText(f.Title))
+		also, ref, first := d.findingRef(gi, f)
+		if ref {
+			m.p("The same finding as on %s, explained above.\n\n", mdHosts(first))
+			continue
+		}
+		if also != "" {
+			m.p("On %s.\n\n", mdHosts(also))
+		}
 		if ls := lines(f.Explanation); len(ls) > 0 {
 			for _, l := range ls {
 				m.p("%s\n", mdLine(l))
@@ -239,21 +329,30 @@ func (m *mdWriter) notes(s *parse.Snapshot) {
 }
 
 // capture embeds the raw probe output, sanitized (it is remote bytes: NULs and escapes are
-// shown, not sent), in a collapsed block whose fence no line of it can close.
-func (m *mdWriter) capture(raw []byte) {
+// shown, not sent), in a collapsed block whose fence no line of it can close. The captures of
+// a report share maxCaptureBytes; once it is spent the others are named, not shown.
+func (m *mdWriter) capture(raw []byte, of string) {
 	if raw == nil {
 		return
 	}
+	const minShown = 1 << 10
+	if m.captureLeft < minShown && len(raw) > m.captureLeft {
+		m.p("Raw capture%s (%s bytes) left out: the report already holds %s bytes of captures.\n\n",
+			mdText(of), mib(int64(len(raw))), mib(maxCaptureBytes-int64(m.captureLeft)))
+		return
+	}
 	shown := raw
-	summary := fmt.Sprintf("raw capture (%s bytes)", mib(int64(len(raw))))
-	if len(raw) > maxCaptureBytes {
-		cut := bytes.LastIndexByte(raw[:maxCaptureBytes], '\n')
+	summary := fmt.Sprintf("raw capture%s (%s bytes)", html.EscapeString(Sanitize(of)), mib(int64(len(raw))))
+	if len(raw) > m.captureLeft {
+		cut := bytes.LastIndexByte(raw[:m.captureLeft], '\n')
 		if cut <= 0 {
-			cut = maxCaptureBytes
+			cut = m.captureLeft
 		}
 		shown = raw[:cut]
-		summary = fmt.Sprintf("raw capture (%s bytes; the first %s shown)", mib(int64(len(raw))), mib(int64(len(shown))))
+		summary = fmt.Sprintf("raw capture%s (%s bytes; the first %s shown)", html.EscapeString(Sanitize(of)),
+			mib(int64(len(raw))), mib(int64(len(shown))))
 	}
+	m.captureLeft -= len(shown)
 	body := sanitizeBlock(strings.TrimSuffix(string(shown), "\n"))
 	fc := fence(body)
 	m.p("<details><summary>%s</summary>\n\n%stext\n%s\n%s\n\n</details>\n\n", summary, fc, body, fc)

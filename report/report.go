@@ -49,6 +49,53 @@ type Options struct {
 	Verbose bool
 	// Now, when set, is printed as the time of the report.
 	Now time.Time
+	// Only selects the hosts whose details are shown: OnlyAll, OnlyFindings (hosts with a
+	// finding at warning or worse, or that failed) or OnlyFailed. "" means OnlyFindings for a
+	// fleet in Text and Markdown (OnlyAll with Verbose), and OnlyAll for one host and in JSON.
+	// The summary always counts every host.
+	Only string
+	// Sort orders the details: SortHost ("" too) keeps the order the hosts were given,
+	// SortSeverity puts the worst first.
+	Sort string
+	// Redact replaces hostnames, user names, IP addresses and home directory names with
+	// placeholders (host-1, user-1, ip-1, ...) and leaves raw captures out; see redact.
+	Redact bool
+}
+
+// Values of Options.Only and Options.Sort.
+const (
+	OnlyAll      = "all"
+	OnlyFindings = "findings"
+	OnlyFailed   = "failed"
+	SortHost     = "host"
+	SortSeverity = "severity"
+)
+
+// check rejects Only and Sort values the report does not know; the CLI validates its flags
+// first, so this only catches a caller's mistake.
+func (o Options) check() error {
+	switch o.Only {
+	case "", OnlyAll, OnlyFindings, OnlyFailed:
+	default:
+		return fmt.Errorf("report: unknown Only %q", o.Only)
+	}
+	switch o.Sort {
+	case "", SortHost, SortSeverity:
+	default:
+		return fmt.Errorf("report: unknown Sort %q", o.Sort)
+	}
+	return nil
+}
+
+// prepare validates o and returns the hosts to render: redacted copies when o.Redact.
+func prepare(hosts []Host, o Options) ([]Host, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	if o.Redact {
+		return redact(hosts), nil
+	}
+	return hosts, nil
 }
 
 const defaultWidth = 100
@@ -94,7 +141,10 @@ func (c severityCounts) problems() int {
 func (c severityCounts) String() string {
 	var parts []string
 	for s := diagnose.Critical; s >= diagnose.Warning; s-- {
-		if n := c[s]; n > 0 {
+		switch n := c[s]; {
+		case n > 0 && s == diagnose.Critical:
+			parts = append(parts, strconv.Itoa(n)+" critical") // an adjective: "2 critical"
+		case n > 0:
 			parts = append(parts, plural(n, s.String()))
 		}
 	}

@@ -141,7 +141,7 @@ func TestTextWidth(t *testing.T) {
 }
 
 func TestTextContent(t *testing.T) {
-	out := render(t, Text, standardHosts(), Options{Width: 100})
+	out := render(t, Text, standardHosts(), Options{Width: 100, Only: OnlyAll})
 	for _, want := range []string{
 		"ct200  1 error, 1 warning",
 		"8× NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
@@ -297,11 +297,26 @@ func containsLine(blocks []string, l string) bool {
 }
 
 func TestMarkdownSummaryLine(t *testing.T) {
-	md := render(t, Markdown, standardHosts(), Options{})
+	// One host: a summary line under the heading, as before the fleet view.
+	for _, tt := range []struct {
+		h    Host
+		want string
+	}{
+		{incidentHost(), "- **ct200**: 1 error, 1 warning — GPU 0 held by PID 20629, a leftover SGLang server (55,286 MiB) (`leftover-process`)"},
+		{cleanHost(), "- **gpu-clean01**: OK (1 note)"},
+		{failedHost(), "- **gpu12**: FAILED (connect: refused) — dial tcp 10.0.0.12:22: connect: connection refused"},
+	} {
+		if md := render(t, Markdown, []Host{tt.h}, Options{}); !strings.Contains(md, "\n"+tt.want+"\n") {
+			t.Errorf("markdown lacks %q:\n%s", tt.want, md)
+		}
+	}
+	// A fleet: a title line and a table of problems and failures.
+	md := render(t, Markdown, standardHosts(), Options{Only: OnlyAll})
 	for _, want := range []string{
-		"- **ct200**: 1 error, 1 warning — GPU 0 held by PID 20629, a leftover SGLang server (55,286 MiB) (`leftover-process`)",
-		"- **gpu-clean01**: OK (1 note)",
-		"- **gpu12**: FAILED (connect: refused) — dial tcp 10.0.0.12:22: connect: connection refused",
+		"# gputriage: 5 hosts, 1 ok, 2 with problems (1 critical, 1 error, 1 warning), 2 failed\n",
+		"| error | `leftover-process` | `ct200` | 1 |",
+		"| failed | connection refused | `gpu12` | 1 |",
+		"### gpu-clean01\n\n**OK**\n",
 		"<details><summary>raw capture (",
 		"```sh\nsudo systemctl stop sglang-qwen.service\nsudo kill 20629\n```",
 	} {
@@ -568,7 +583,8 @@ func TestMarkdownRendersWithCmarkGFM(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := string(out)
-	// ct200 and the hostile host have a GPU and a process table, the clean host a GPU table.
+	// The summary table; ct200 and the hostile host have a GPU and a process table (the clean
+	// host is not shown).
 	if n := strings.Count(html, "<table>"); n != 5 {
 		t.Errorf("%d tables, want 5", n)
 	}
@@ -584,9 +600,9 @@ func TestMarkdownRendersWithCmarkGFM(t *testing.T) {
 	if !strings.Contains(html, "kill 4242 ```` echo pwned\nscancel '77|x'\n</code></pre>") {
 		t.Error("the fix code block was closed early")
 	}
-	// Headings are only ours.
-	if n := strings.Count(html, "<h1>"); n != 0 {
-		t.Errorf("%d h1 headings from remote text", n)
+	// Headings are only ours: the title is the one h1.
+	if n := strings.Count(html, "<h1>"); n != 1 {
+		t.Errorf("%d h1 headings, want 1", n)
 	}
 	if strings.Contains(html, "<h1>not a heading") || strings.Contains(html, "<ol>") || strings.Contains(html, "<blockquote>") {
 		t.Error("remote text became a heading, list or quote")

@@ -13,30 +13,67 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/hostlist"
 	"github.com/gputriage/gputriage/parse"
 )
 
 // Text writes the report for a terminal: per host a header, a memory bar per GPU, the GPU
-// processes and the findings, then one summary line across hosts. No line is wider than
-// Options.Width cells. With Options.Color false it writes no escape sequence at all.
+// processes and the findings, then one summary line across hosts. A report of more than one
+// host starts with the fleet summary (problems and failures with their hosts folded) and shows
+// the details Options.Only selects. No line is wider than Options.Width cells. With
+// Options.Color false it writes no escape sequence at all.
 func Text(w io.Writer, hosts []Host, o Options) error {
+	hosts, err := prepare(hosts, o)
+	if err != nil {
+		return err
+	}
 	t := newTextWriter(w, o)
 	if !o.Now.IsZero() {
 		t.line(t.st.dim.Render("report time " + o.Now.Format(time.RFC3339)))
 		t.line("")
 	}
-	for i, h := range hosts {
+	if o.Redact {
+		t.wrap(t.st.dim.Render("redacted:")+" ", "  ", "hostnames, user names, IP addresses and home directories are replaced by placeholders")
+		t.line("")
+	}
+	d := newDetails(hosts, o)
+	if len(hosts) > 1 {
+		t.fleetSummary(summarizeFleet(hosts))
+		if note := d.hiddenNote(); note != "" {
+			t.wrap(t.st.dim.Render("not shown (--only "+d.only+"):")+" ", "  ", note)
+		}
+		t.line("")
+	} else if note := d.hiddenNote(); note != "" {
+		t.wrap(t.st.dim.Render("not shown:")+" ", "  ", note)
+		t.line("")
+	}
+	for i, g := range d.groups {
 		if i > 0 {
 			t.line("")
 		}
-		t.host(h)
+		t.host(g, i, d)
 	}
-	if len(hosts) > 0 {
+	if len(d.groups) > 0 {
 		t.line("")
 	}
 	t.wrap(t.st.bold.Render("summary:")+" ", "  ", summarize(hosts).String())
-	_, err := w.Write(t.buf.Bytes())
+	_, err = w.Write(t.buf.Bytes())
 	return err
+}
+
+// fleetSummary writes the counts, then a line per problem and per cause of failure with its
+// hosts folded: "ERROR     leftover-process on gpu[03,07]".
+func (t *textWriter) fleetSummary(fs fleetSummary) {
+	t.wrap(t.st.bold.Render("summary:")+" ", "  ", fs.sweep.String())
+	indent := strings.Repeat(" ", findingIndent)
+	for _, c := range fs.byCode {
+		badge := "  " + t.sevStyle(c.severity).Render(fit(strings.ToUpper(c.severity.String()), badgeWidth)) + "  "
+		t.wrap(badge, indent, Sanitize(c.code)+" on "+Sanitize(hostlist.Fold(c.hosts)))
+	}
+	for _, f := range fs.failures {
+		badge := "  " + t.st.failed.Render(fit("FAILED", badgeWidth)) + "  "
+		t.wrap(badge, indent, Sanitize(failureLabel(f.phase, f.kind))+": "+Sanitize(hostlist.Fold(f.hosts)))
+	}
 }
 
 // Layout of a finding: a badge column, then the text.
@@ -185,8 +222,10 @@ func fitRight(s string, n int) string {
 	return strings.Repeat(" ", max(0, n-lipgloss.Width(s))) + s
 }
 
-func (t *textWriter) host(h Host) {
-	name := t.st.bold.Render(Sanitize(h.Name))
+// host writes the details of group gi of d: one host, or hosts whose details are identical.
+func (t *textWriter) host(g hostGroup, gi int, d *details) {
+	h := g.hosts[0]
+	name := t.st.bold.Render(Sanitize(g.name()))
 	fail := h.failure()
 	counts := countFindings(h.Result.Findings)
 	switch {
@@ -205,7 +244,7 @@ func (t *textWriter) host(h Host) {
 	// A failed host may still have a partial snapshot, and findings about the failure itself
 	// (a changed host key).
 	if s := h.Snapshot; s != nil {
-		t.facts(h.Name, s)
+		t.facts(g)
 		t.line("")
 		t.gpus(s)
 	}
@@ -213,13 +252,14 @@ func (t *textWriter) host(h Host) {
 		t.line("")
 		t.processes(h.Result.Processes)
 	}
-	t.findings(h.Result.Findings)
+	t.findings(h.Result.Findings, gi, d)
 	if s := h.Snapshot; s != nil {
 		t.notes(s)
 	}
 }
 
-func (t *textWriter) facts(name string, s *parse.Snapshot) {
+func (t *textWriter) facts(g hostGroup) {
+	s := g.hosts[0].Snapshot
 	var items []string
 	if len(s.GPUs) > 0 {
 		items = append(items, gpuSummary(s.GPUs))
@@ -227,10 +267,10 @@ func (t *textWriter) facts(name string, s *parse.Snapshot) {
 	if d := driverVersion(s); d != "" {
 		items = append(items, "driver "+Sanitize(d))
 	}
-	if s.Host.Time != nil {
-		items = append(items, "probed "+s.Host.Time.Format(time.RFC3339))
+	if p := g.probeTimes(); p != "" {
+		items = append(items, "probed "+p)
 	}
-	if s.Host.Hostname != "" && s.Host.Hostname != name {
+	if g.showHostname() {
 		items = append(items, "hostname "+Sanitize(s.Host.Hostname))
 	}
 	if t.o.Verbose {
@@ -454,7 +494,7 @@ func shmText(u parse.ShmUse) string {
 	return s
 }
 
-func (t *textWriter) findings(fs []diagnose.Finding) {
+func (t *textWriter) findings(fs []diagnose.Finding, gi int, d *details) {
 	indent := strings.Repeat(" ", findingIndent)
 	for _, f := range fs {
 		t.line("")
@@ -466,6 +506,14 @@ func (t *textWriter) findings(fs []diagnose.Finding) {
 		t.wrap(badge+t.st.bold.Render(code)+"  ", indent, Sanitize(f.Title))
 		if f.Severity == diagnose.Info && !t.o.Verbose {
 			continue
+		}
+		also, ref, first := d.findingRef(gi, f)
+		if ref {
+			t.wrap(indent, indent, "the same finding as on "+Sanitize(first)+", explained above")
+			continue
+		}
+		if also != "" {
+			t.wrap(indent+t.st.dim.Render("on:")+" ", indent+"  ", Sanitize(also))
 		}
 		for _, l := range lines(f.Explanation) {
 			t.wrap(indent, indent, l)

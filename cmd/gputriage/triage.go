@@ -29,6 +29,7 @@ type options struct {
 	version bool
 	help    bool
 	ssh     sshOptions
+	out     outputOptions
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -38,6 +39,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "deadline for each host's probe")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show every host and process, not only those with findings")
+	o.out.addFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
 	o.ssh.addFlags(fs)
@@ -97,6 +99,9 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 	}
 	render, err := o.renderer()
 	if err != nil {
+		return exitUsage, err
+	}
+	if err := o.out.check(); err != nil {
 		return exitUsage, err
 	}
 	if o.timeout <= 0 {
@@ -167,9 +172,7 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 			}
 		}
 	} else {
-		color, width := o.colorFor(e)
-		ropt := report.Options{Color: color, Width: width, Verbose: o.verbose}
-		if err := render(e.stdout, hosts, ropt); err != nil {
+		if err := o.writeReport(e, render, hosts); err != nil {
 			return exitInternal, fmt.Errorf("writing the report: %w", err)
 		}
 	}

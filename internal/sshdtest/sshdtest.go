@@ -186,8 +186,16 @@ func rootHome() string {
 func (s *SSHD) Enter(t testing.TB) []string {
 	t.Helper()
 	pid := s.cmd.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	f := strings.Fields(string(b))
+	var f []string
+	var err error
+	for i := 0; i < 100 && len(f) == 0; i++ { // a loaded machine may show the child late
+		var b []byte
+		b, err = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		f = strings.Fields(string(b))
+		if len(f) == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	if err != nil || len(f) == 0 {
 		t.Fatalf("sshd %s: no namespace init under unshare %d: %v", s.Name, pid, err)
 	}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gputriage/gputriage/report"
+)
+
+// outputOptions are the flags that choose what the report shows and where it goes.
+type outputOptions struct {
+	only   string
+	sort   string
+	redact bool
+	output string
+}
+
+func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.only, "only", "", "hosts whose details are shown: failed, findings or all (default: findings for several hosts, all for one; JSON: all)")
+	fs.StringVar(&o.sort, "sort", report.SortHost, "order of the details: host (as given) or severity (worst first)")
+	fs.BoolVar(&o.redact, "redact", false, "replace hostnames, user names, IP addresses and home directories with placeholders, and leave raw captures out (the report only: --save keeps them)")
+	fs.StringVar(&o.output, "output", "", "write the report to `FILE` (replaced whole, mode 0644) instead of stdout")
+}
+
+// check rejects bad values before any host is contacted.
+func (o *outputOptions) check() error {
+	switch o.only {
+	case "", report.OnlyFailed, report.OnlyFindings, report.OnlyAll:
+	default:
+		return usagef("--only must be failed, findings or all, got %q", o.only)
+	}
+	switch o.sort {
+	case report.SortHost, report.SortSeverity:
+	default:
+		return usagef("--sort must be host or severity, got %q", o.sort)
+	}
+	if o.output != "" {
+		dir := filepath.Dir(o.output)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return usagef("--output %s: directory %s does not exist", o.output, dir)
+		}
+		if st, err := os.Stat(o.output); err == nil && st.IsDir() {
+			return usagef("--output %s is a directory", o.output)
+		}
+	}
+	return nil
+}
+
+// writeReport renders the report onto stdout, or into --output FILE.
+func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, report.Options) error, hosts []report.Host) error {
+	color, width := o.colorFor(e)
+	if o.out.output != "" {
+		// A file is not the terminal: plain and at the default width unless asked for color.
+		color, width = o.color == "always", 0
+	}
+	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose,
+		Only: o.out.only, Sort: o.out.sort, Redact: o.out.redact}
+	if o.out.output == "" {
+		return render(e.stdout, hosts, ropt)
+	}
+	var b bytes.Buffer
+	if err := render(&b, hosts, ropt); err != nil {
+		return err
+	}
+	return writeFileAtomic(o.out.output, b.Bytes())
+}
+
+// writeFileAtomic writes data to a temporary file beside path and renames it over path, so a
+// reader never sees half a report and a failed write leaves the old file alone.
+func writeFileAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return err
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return os.Rename(f.Name(), path)
+}
