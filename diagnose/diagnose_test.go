@@ -174,7 +174,7 @@ func TestDiagnoseScenarios(t *testing.T) {
 						"GPU 0: PID 20629 holds 55,286 MiB",
 						"GPU 0: used 55,295 MiB, free 41,958 MiB (40.97 GiB)",
 						"GPUs 1-7: used 0 MiB, free 97,252 MiB (94.97 GiB)",
-						"vLLM check (gpu_memory_utilization=0.9): needs 0.9 × 97,887 = 88,098 MiB free per GPU → fails on GPU 0",
+						"vLLM check (gpu_memory_utilization=0.9): needs 0.9 × 97,887 = 88,099 MiB free per GPU → fails on GPU 0",
 					},
 					text: []string{"41,958 < 0.9 × 97,252 = 87,527 MiB", "PID 20629"},
 					fix:  []string{"kill 20629", "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv"}},

@@ -3,7 +3,6 @@ package diagnose
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,7 +93,7 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 		maxTotal = max(maxTotal, m.total)
 	}
 	limit := sglangRatio * float64(hi.free)
-	need := int64(math.Round(limit))
+	need := sglangNeed(hi.free)
 	spread := hi.free - lo.free
 	if float64(lo.free) >= limit || spread < minSpreadMiB || float64(spread) < minSpreadFraction*float64(maxTotal) {
 		return Finding{}, false
@@ -138,18 +137,24 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("SGLang TP check: min free %s (GPU %d) < 0.9 × max free %s (GPU %d) = %s → fails",
 		fmtMiB(lo.free), lo.g.Index, fmtMiB(hi.free), hi.g.Index, fmtMiB(need)))
 
-	// vLLM: per GPU, free >= utilization × total.
+	// vLLM: per GPU, free >= ceil(utilization × total), total as CUDA reports it (nvidia-smi's
+	// total less its reserved memory), as readiness computes it.
 	var vfail []int
 	for _, m := range grp {
-		if float64(m.free) < vllmUtilization*float64(m.total) {
+		if m.free < ceilMul(vllmUtilization, cudaTotal(m.g)) {
 			vfail = append(vfail, m.g.Index)
 		} else {
 			pass = append(pass, m.g.Index)
 		}
 	}
-	vneed := int64(math.Round(vllmUtilization * float64(grp[0].total)))
-	vline := fmt.Sprintf("vLLM check (gpu_memory_utilization=0.9): needs 0.9 × %s = %s free per GPU → ",
-		thousands(grp[0].total), fmtMiB(vneed))
+	ct := cudaTotal(grp[0].g)
+	vneed := ceilMul(vllmUtilization, ct)
+	cudaNote := ""
+	if ct != grp[0].total {
+		cudaNote = fmt.Sprintf(" (%s total − %s reserved, as CUDA counts it)", thousands(grp[0].total), thousands(grp[0].total-ct))
+	}
+	vline := fmt.Sprintf("vLLM check (gpu_memory_utilization=0.9): needs 0.9 × %s%s = %s free per GPU → ",
+		thousands(ct), cudaNote, fmtMiB(vneed))
 	switch {
 	case len(vfail) == 0:
 		vline += "passes on every GPU"
@@ -354,4 +359,14 @@ func (h *host) busyFindings() []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// cudaTotal is a GPU's memory as CUDA reports it to the engines: nvidia-smi's total less the
+// memory the driver reserves, when nvidia-smi reports that.
+func cudaTotal(g *parse.GPU) int64 {
+	t := *g.MemoryTotalMiB
+	if g.MemoryReservedMiB != nil && *g.MemoryReservedMiB < t {
+		t -= *g.MemoryReservedMiB
+	}
+	return t
 }

@@ -32,6 +32,10 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 		return err
 	}
 	doc := jsonDoc{Schema: Schema, Redacted: o.Redact, Summary: jsonSummaryOf(hosts), Hosts: []jsonHost{}}
+	if f := fleetReadiness(hosts); f != nil {
+		fj := FleetReadinessJSONOf(*f)
+		doc.ReadinessSummary = &fj
+	}
 	if !o.Now.IsZero() {
 		doc.ReportTime = optTime(&o.Now)
 	}
@@ -60,7 +64,9 @@ type jsonDoc struct {
 	ReportTime *string     `json:"report_time"`
 	Redacted   bool        `json:"redacted"`
 	Summary    jsonSummary `json:"summary"`
-	Hosts      []jsonHost  `json:"hosts"`
+	// ReadinessSummary is set when --tp was given: which hosts can take the job.
+	ReadinessSummary *FleetReadinessJSON `json:"readiness_summary,omitempty"`
+	Hosts            []jsonHost          `json:"hosts"`
 }
 
 type jsonSummary struct {
@@ -121,6 +127,8 @@ type jsonHost struct {
 	Shm           *jsonShm        `json:"shm"`
 	Notes         []jsonNote      `json:"notes"`
 	Truncated     bool            `json:"truncated"`
+	// Readiness is set when --tp was given.
+	Readiness *ReadinessJSON `json:"readiness,omitempty"`
 }
 
 type jsonError struct {
@@ -209,6 +217,10 @@ func jsonHostOf(h Host) jsonHost {
 		Processes: []jsonProcess{},
 		Findings:  []jsonFinding{},
 		Notes:     []jsonNote{},
+	}
+	if h.Readiness != nil {
+		r := ReadinessJSONOf(*h.Readiness)
+		j.Readiness = &r
 	}
 	if f := h.failure(); f != nil {
 		j.Error = &jsonError{Phase: validUTF8(f.Phase), Kind: validUTF8(f.Kind), Message: validUTF8(f.Message)}

@@ -83,6 +83,13 @@ func (m *mdWriter) fleetHead(hosts []Host, d *details) {
 	} else {
 		m.p("No problems found.\n\n")
 	}
+	if f := fleetReadiness(hosts); f != nil {
+		m.p("**Readiness:**\n\n")
+		for _, l := range FleetReadinessLines(*f) {
+			m.p("- %s\n", mdText(l))
+		}
+		m.p("\n")
+	}
 	if note := d.hiddenNote(); note != "" {
 		m.p("Not shown (`--only %s`): %s.\n\n", d.only, mdText(note))
 	}
@@ -175,6 +182,18 @@ func (m *mdWriter) host(g hostGroup, gi int, d *details) {
 		m.gpus(s)
 	}
 	m.processes(h.Result.Processes)
+	if h.Readiness != nil {
+		lines := ReadinessLines(*h.Readiness)
+		m.p("**Readiness:** %s\n\n", mdText(lines[0]))
+		for _, l := range lines[1:] {
+			indent := ""
+			if strings.HasPrefix(l, "  ") {
+				indent = "  "
+			}
+			m.p("%s- %s\n", indent, mdText(strings.TrimLeft(l, " ")))
+		}
+		m.p("\n")
+	}
 	m.findings(h.Result.Findings, gi, d)
 	if s := h.Snapshot; s != nil {
 		m.notes(s)

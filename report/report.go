@@ -23,6 +23,8 @@ type Host struct {
 	Result   diagnose.Result // findings and joined processes
 	Err      *HostError      // non-nil when the host failed
 	Capture  []byte          // the raw probe output, shown in Markdown; may be nil
+	// Readiness answers "will this job start here?" when --tp was given; nil otherwise.
+	Readiness *diagnose.Readiness
 }
 
 // HostError says why a host could not be triaged: in which phase (e.g. "connect", "auth",

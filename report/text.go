@@ -39,6 +39,12 @@ func Text(w io.Writer, hosts []Host, o Options) error {
 	d := newDetails(hosts, o)
 	if len(hosts) > 1 {
 		t.fleetSummary(summarizeFleet(hosts))
+		if f := fleetReadiness(hosts); f != nil {
+			t.line(t.st.bold.Render("readiness:"))
+			for _, l := range FleetReadinessLines(*f) {
+				t.wrap("  ", "    ", l)
+			}
+		}
 		if note := d.hiddenNote(); note != "" {
 			t.wrap(t.st.dim.Render("not shown (--only "+d.only+"):")+" ", "  ", note)
 		}
@@ -252,9 +258,27 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 		t.line("")
 		t.processes(h.Result.Processes)
 	}
+	if h.Readiness != nil {
+		t.readiness(*h.Readiness)
+	}
 	t.findings(h.Result.Findings, gi, d)
 	if s := h.Snapshot; s != nil {
 		t.notes(s)
+	}
+}
+
+// readiness shows the --tp verdict: its first line (the answer) styled by outcome, the
+// formulas and what to do under it.
+func (t *textWriter) readiness(r diagnose.Readiness) {
+	lines := ReadinessLines(r)
+	st := t.st.failed
+	if r.Ready || r.Subset != nil {
+		st = t.st.ok
+	}
+	t.line("")
+	t.wrap("  "+t.st.bold.Render("readiness")+"  ", "    ", st.Render(lines[0]))
+	for _, l := range lines[1:] {
+		t.wrap("    ", "      ", l)
 	}
 }
 

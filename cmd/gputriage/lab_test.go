@@ -250,6 +250,22 @@ func TestLab(t *testing.T) {
 		t.Logf("stderr:\n%s\nreport:\n%s", errOut, out)
 	}
 
+	// Which hosts can take a TP-8 job: the clean ones now, gpu07 once its leftover is stopped;
+	// not gpu08/09 (nvidia-smi hangs, GPU lost) nor gpu14 (4 GPUs).
+	tpOut, _, _ := cli(t, nil, "--replay", save, "--tp", "8", "--format", "json")
+	var tp struct {
+		Summary map[string][]string `json:"readiness_summary"`
+	}
+	if err := json.Unmarshal([]byte(tpOut), &tp); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"ready_now": "gpu01 gpu02 gpu03 gpu04 gpu05 gpu06 gpu16",
+		"ready_after_fix": "gpu07", "not_ready": "gpu08 gpu09 gpu14"} {
+		if got := strings.Join(tp.Summary[key], " "); got != want {
+			t.Errorf("--tp 8 %s = %q, want %q", key, got, want)
+		}
+	}
+
 	// The saved sweep replays to the same report, byte for byte.
 	replayed, _, rcode := cli(t, nil, "--replay", save, "--format", "json")
 	if replayed != out || rcode != code {

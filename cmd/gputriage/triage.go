@@ -30,6 +30,7 @@ type options struct {
 	help    bool
 	ssh     sshOptions
 	out     outputOptions
+	ready   readyOptions
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -43,6 +44,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
 	o.ssh.addFlags(fs)
+	o.ready.addFlags(fs)
 }
 
 const usageHead = `gputriage: why is GPU memory not where you expect it, who holds it, and what to do.
@@ -62,7 +64,7 @@ Flags:
 const usageTail = `
 Exit status:
   0    no finding at warning or worse
-  1    findings at warning or worse
+  1    findings at warning or worse; with --tp, also a host that cannot take the job
   2    usage or configuration error
   3    one or more hosts could not be triaged (takes precedence over 1)
   4    internal error
@@ -73,6 +75,7 @@ Examples:
   gputriage gpu[01-16]
   gputriage -f hosts.txt --sudo --format markdown > ticket.md
   gputriage --dry-run -F ~/.ssh/config gpu01
+  gputriage gpu[01-16] --tp 8 --engine sglang     which hosts can start a TP-8 SGLang job?
   gputriage collect --save sweep-2026-11-30 gpu[01-16] && gputriage --replay sweep-2026-11-30
 `
 
@@ -102,6 +105,10 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 		return exitUsage, err
 	}
 	if err := o.out.check(); err != nil {
+		return exitUsage, err
+	}
+	job, err := o.ready.job(fs)
+	if err != nil {
 		return exitUsage, err
 	}
 	if o.timeout <= 0 {
@@ -163,6 +170,7 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 		}
 	}
 
+	applyReadiness(hosts, job)
 	if collectOnly {
 		for _, h := range hosts {
 			if h.Err != nil {
@@ -186,7 +194,8 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 	return code, nil
 }
 
-// exitStatus is 3 when any host failed, else 1 when any finding is a warning or worse.
+// exitStatus is 3 when any host failed, else 1 when any finding is a warning or worse, or
+// (with --tp) a host cannot take the job on any of its GPUs.
 func exitStatus(hosts []report.Host) int {
 	code := exitOK
 	for _, h := range hosts {
@@ -194,6 +203,9 @@ func exitStatus(hosts []report.Host) int {
 			return exitHostsFailed
 		}
 		if h.Result.Worst() >= diagnose.Warning {
+			code = exitFindings
+		}
+		if r := h.Readiness; r != nil && !r.Ready && r.Subset == nil {
 			code = exitFindings
 		}
 	}
