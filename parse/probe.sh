@@ -51,7 +51,7 @@ sec() {
 capsec() {
 	_n=$1 _l=$2 _s=$3
 	shift 3
-	if [ -n "$HAVE_TIMEOUT" ]; then set -- timeout -k 2 "$_s" "$@"; fi
+	if [ -n "$HAVE_TIMEOUT" ] && [ "$_s" != 0 ]; then set -- timeout -k 2 "$_s" "$@"; fi
 	OUT=$({
 		"$@" 2>&1
 		printf '\n@@gputriage %s rc=%s\n' "$N" "$?"
@@ -59,18 +59,46 @@ capsec() {
 	printf '@@gputriage %s begin %s limit=%s\n%s\n@@gputriage %s end %s\n' "$N" "$_n" "$_l" "$OUT" "$N" "$_n"
 }
 
+# nosec NAME LIMIT RC [TEXT]: a section whose content is known without running anything.
+nosec() {
+	if [ -n "${4:-}" ]; then
+		printf '@@gputriage %s begin %s limit=%s\n%s\n\n@@gputriage %s rc=%s\n\n@@gputriage %s end %s\n' "$N" "$1" "$2" "$4" "$N" "$3" "$N" "$1"
+	else
+		printf '@@gputriage %s begin %s limit=%s\n\n@@gputriage %s rc=%s\n\n@@gputriage %s end %s\n' "$N" "$1" "$2" "$N" "$3" "$N" "$1"
+	fi
+}
+
+# Host facts come from /proc and /etc/passwd through builtins where they can: every external
+# command costs the host a fork and an exec, many times over in a fleet-wide sweep.
 hostfacts() {
 	echo "probe_version=1"
-	echo "hostname=$(uname -n 2>/dev/null)"
-	echo "kernel=$(uname -r 2>/dev/null)"
+	_v=
+	read -r _v </proc/sys/kernel/hostname 2>/dev/null || _v=$(uname -n 2>/dev/null)
+	echo "hostname=$_v"
+	_v=
+	read -r _v </proc/sys/kernel/osrelease 2>/dev/null || _v=$(uname -r 2>/dev/null)
+	echo "kernel=$_v"
 	echo "time=$(date +%s 2>/dev/null)"
 	if read -r _up _idle </proc/uptime 2>/dev/null; then echo "uptime=$_up"; fi
 	while read -r _k _v _rest; do
 		if [ "$_k" = btime ]; then echo "btime=$_v"; fi
 	done </proc/stat 2>/dev/null
 	echo "clk_tck=$(getconf CLK_TCK 2>/dev/null)"
-	echo "uid=$(id -u 2>/dev/null)"
-	echo "user=$(id -un 2>/dev/null)"
+	_uid=
+	while read -r _k _v _rest; do
+		if [ "$_k" = Uid: ]; then _uid=$_v && break; fi
+	done </proc/self/status 2>/dev/null
+	[ -n "$_uid" ] || _uid=$(id -u 2>/dev/null)
+	echo "uid=$_uid"
+	_user=
+	if [ -n "$_uid" ]; then
+		while IFS=: read -r _n _p _u _rest; do
+			if [ "$_u" = "$_uid" ]; then _user=$_n && break; fi
+		done </etc/passwd 2>/dev/null
+	fi
+	# Not in /etc/passwd (LDAP, sssd): ask the name service.
+	[ -n "$_user" ] || _user=$(id -un 2>/dev/null)
+	echo "user=$_user"
 	echo "nvidia_smi=$SMI"
 	echo "timeout=${HAVE_TIMEOUT:-0}"
 }
@@ -109,22 +137,23 @@ else
 fi
 
 # Every process holding /dev/nvidia* or /dev/shm/* open, from one ls over /proc/*/fd:
-# "PID FD TARGET". Directories we may not read are counted, not listed.
-FDSCAN='
-ls -l /proc/[0-9]*/fd/ 2>&1 | awk "
-	/^\/proc\/[0-9]+\/fd\/?:\$/ { split(\$0, p, \"/\"); pid = p[3]; next }
+# "PID FD TARGET". Directories we may not read are counted, not listed. The time bound is on
+# ls (awk ends with its input), so no extra shell is started for the pipeline.
+fdscan() {
+	t 20 ls -l /proc/[0-9]*/fd/ 2>&1 | awk '
+	/^\/proc\/[0-9]+\/fd\/?:$/ { split($0, p, "/"); pid = p[3]; next }
 	/Permission denied/ { denied++; next }
 	{
-		i = index(\$0, \" -> \")
+		i = index($0, " -> ")
 		if (i == 0) next
-		t = substr(\$0, i + 4)
+		t = substr($0, i + 4)
 		if (t !~ /^\/dev\/nvidia/ && t !~ /^\/dev\/shm\//) next
-		n = split(substr(\$0, 1, i - 1), a, \" \")
+		n = split(substr($0, 1, i - 1), a, " ")
 		print pid, a[n], t
 	}
-	END { print \"denied\", denied + 0 }"
-'
-capsec fds 4194304 20 sh -c "$FDSCAN"
+	END { print "denied", denied + 0 }'
+}
+capsec fds 4194304 0 fdscan
 FDS=$OUT
 
 # Every /dev/shm mapping of every process we may read: "/proc/PID/maps:START-END PERMS OFF DEV INODE PATH".
@@ -150,15 +179,21 @@ shmfdstat() {
 	[ $# -gt 0 ] || return 0
 	t 10 stat -L -c '%s %n' -- "$@"
 }
-sec fdstat 1048576 0 shmfdstat
+case $FDS in
+*' /dev/shm/'*) sec fdstat 1048576 0 shmfdstat ;;
+*) nosec fdstat 1048576 0 ;;
+esac
 
 # The PIDs worth describing: compute apps, /dev/nvidia* holders, holders of deleted shm files.
+# One awk reads all three (separated by lines no section can hold) and keeps 2000 distinct PIDs.
 PIDS=$(
-	{
-		printf '%s\n' "$APPS" | awk -F, 'NR > 1 && $1 ~ /^ *[0-9]+ *$/ { print $1 + 0 }'
-		printf '%s\n' "$FDS" | awk '$1 ~ /^[0-9]+$/ && ($3 ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { print $1 }'
-		printf '%s\n' "$MAPS" | awk '/ \(deleted\)$/ { split($1, p, "/"); print p[3] }'
-	} | sort -un | head -n 2000
+	printf '%s\n@@gputriage %s next\n%s\n@@gputriage %s next\n%s\n' "$APPS" "$N" "$FDS" "$N" "$MAPS" | awk -v sep="@@gputriage $N next" '
+	$0 == sep { part++; line = 0; next }
+	{ line++; p = "" }
+	part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
+	part == 1 && $1 ~ /^[0-9]+$/ && ($3 ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { p = $1 }
+	part == 2 && / \(deleted\)$/ { split($1, q, "/"); p = q[3] }
+	p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print p }' | sort -n
 )
 
 # One block per PID; all reads but argv and cwd are shell builtins. Paths given to --model,
@@ -193,33 +228,45 @@ for p in "$@"; do
 	echo end
 done
 '
-# shellcheck disable=SC2086 # PIDS are digits
-sec procs 4194304 20 sh -c "$PROCS_SCRIPT" sh $PIDS
+if [ -n "$PIDS" ]; then
+	# shellcheck disable=SC2086 # PIDS are digits
+	sec procs 4194304 20 sh -c "$PROCS_SCRIPT" sh $PIDS
+else
+	nosec procs 4194304 0
+fi
 
 # User names for the uids seen, one getent (falls back to /etc/passwd lines).
 UIDS=
 for _p in $PIDS; do
 	while read -r _k _u _rest; do
-		if [ "$_k" = "Uid:" ]; then UIDS="$UIDS $_u"; fi
+		if [ "$_k" = "Uid:" ]; then
+			case "$UIDS " in *" $_u "*) ;; *) UIDS="$UIDS $_u" ;; esac
+		fi
 	done <"/proc/$_p/status" 2>/dev/null
 done
-UIDS=$(printf '%s\n' $UIDS | sort -un | tr '\n' ' ')
 users() {
 	[ -n "${UIDS# }" ] || return 0
 	# shellcheck disable=SC2086 # uids are digits
 	if command -v getent >/dev/null 2>&1; then t 10 getent passwd $UIDS; else cat /etc/passwd; fi
 }
-sec users 1048576 0 users
+if [ -n "${UIDS# }" ]; then sec users 1048576 0 users; else nosec users 1048576 0; fi
 
 # systemd units named in those PIDs' cgroups.
 UNITS=
+_nu=0
 for _p in $PIDS; do
 	while IFS= read -r _l; do
 		_u=${_l##*/}
-		case $_u in *.service | *.scope) UNITS="$UNITS $_u" ;; esac
+		case $_u in
+		*.service | *.scope)
+			case "$UNITS " in
+			*" $_u "*) ;;
+			*) if [ "$_nu" -lt 200 ]; then UNITS="$UNITS $_u" _nu=$((_nu + 1)); fi ;;
+			esac
+			;;
+		esac
 	done <"/proc/$_p/cgroup" 2>/dev/null
 done
-UNITS=$(printf '%s\n' $UNITS | sort -u | head -n 200 | tr '\n' ' ')
 units() {
 	command -v systemctl >/dev/null 2>&1 || {
 		echo "systemctl: not found"
@@ -229,7 +276,13 @@ units() {
 	# shellcheck disable=SC2086 # unit names come from cgroup paths: no spaces, no globs used
 	t 15 systemctl show --no-pager -p Id,LoadState,ActiveState,SubState,MainPID,Result -- $UNITS
 }
-sec units 1048576 0 units
+if ! command -v systemctl >/dev/null 2>&1; then
+	nosec units 1048576 127 "systemctl: not found"
+elif [ -z "${UNITS# }" ]; then
+	nosec units 1048576 0
+else
+	sec units 1048576 0 units
+fi
 
 sec shm-df 65536 10 df -kP /dev/shm
 # Type, bytes, mtime, uid and path of everything under /dev/shm, NUL-terminated.

@@ -1,0 +1,497 @@
+// Package simfleet simulates a fleet of GPU hosts for gputriage's scale benchmarks and tests:
+// one in-process x/crypto/ssh server answering on N addresses and ports of 127.0.0.0/8, each
+// host replying to the probe command with a recorded capture (its nonce rewritten to the one
+// the client sent), behind a simulated round-trip latency, with a configurable share of hosts
+// that misbehave the ways a real fleet does: silent after TCP accept, reset mid-output, closed
+// port, garbage output, one byte a second.
+//
+// It also writes what a client needs to reach the fleet: a hosts file, an ssh_config, a
+// known_hosts file and the client's private key. bench/simfleetd runs it as a separate process
+// (so that server CPU is not charged to the client); tests use it in-process.
+package simfleet
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Behaviour is how one simulated host treats a connection.
+type Behaviour string
+
+// The behaviours. They are also the names written to the manifest.
+const (
+	Good    Behaviour = "ok"      // answers the probe with a capture
+	Hang    Behaviour = "hang"    // accepts TCP, never sends a banner
+	Reset   Behaviour = "reset"   // sends half the capture, then resets the TCP connection
+	Refuse  Behaviour = "refuse"  // nothing listens on its port
+	Garbage Behaviour = "garbage" // sends bytes that are not a capture, exit status 0
+	Trickle Behaviour = "trickle" // sends the capture one byte per second
+)
+
+// BadBehaviours are the misbehaviours, in the order hosts are assigned them.
+var BadBehaviours = []Behaviour{Hang, Reset, Refuse, Garbage, Trickle}
+
+// Config configures a fleet.
+type Config struct {
+	Hosts int           // number of hosts (at most 253 x 200)
+	RTT   time.Duration // simulated round trip: every server write reaches the client this late
+	// BadShare is the share of hosts (0..1) that misbehave, spread evenly over BadBehaviours
+	// and over the fleet (every 1/BadShare-th host).
+	BadShare float64
+	// Captures are served round robin to good hosts (and cut or trickled by bad ones). Each
+	// must start with a "gputriage-capture v1 nonce=HEX" line.
+	Captures [][]byte
+	// Dir receives hosts, ssh_config, known_hosts, id_ed25519 and manifest.json.
+	Dir string
+	// User is the login name written to ssh_config (default root); any user is accepted.
+	User string
+}
+
+// Host is one simulated host.
+type Host struct {
+	Name      string    `json:"name"`
+	Addr      string    `json:"addr"`
+	Port      int       `json:"port"`
+	Behaviour Behaviour `json:"behaviour"`
+}
+
+// Fleet is a running simulated fleet.
+type Fleet struct {
+	Hosts      []Host
+	HostsFile  string // one host name per line
+	SSHConfig  string // for -F: HostName, Port, User, IdentityFile, known_hosts for every host
+	KnownHosts string
+	ClientKey  string // private key file accepted by every host
+	Manifest   string // JSON list of Host
+
+	cfg      Config
+	server   *ssh.ServerConfig
+	captures []capture
+	ctx      context.Context
+	cancel   context.CancelFunc
+	lns      []net.Listener
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	garbage  []byte
+}
+
+type capture struct {
+	raw   []byte
+	nonce []byte
+}
+
+// Addr is the listen address of host i: 127.0.0.2 to 127.0.0.254 in turn, so that no single
+// address carries more than a few hundred listeners and connections.
+func Addr(i int) string { return fmt.Sprintf("127.0.0.%d", 2+i%253) }
+
+// Start starts the fleet and writes its client files into cfg.Dir.
+func Start(cfg Config) (*Fleet, error) {
+	if cfg.Hosts < 1 || cfg.Hosts > 253*200 {
+		return nil, fmt.Errorf("simfleet: %d hosts: want 1 to %d", cfg.Hosts, 253*200)
+	}
+	if len(cfg.Captures) == 0 {
+		return nil, errors.New("simfleet: no captures to serve")
+	}
+	if cfg.User == "" {
+		cfg.User = "root"
+	}
+	f := &Fleet{cfg: cfg, conns: map[net.Conn]struct{}{}}
+	for i, raw := range cfg.Captures {
+		first, _, _ := bytes.Cut(raw, []byte("\n"))
+		n, ok := bytes.CutPrefix(bytes.TrimSuffix(first, []byte("\r")), []byte("gputriage-capture v1 nonce="))
+		if !ok || len(n) == 0 {
+			return nil, fmt.Errorf("simfleet: capture %d has no nonce header", i)
+		}
+		f.captures = append(f.captures, capture{raw: raw, nonce: n})
+	}
+	f.garbage = garbage(4096)
+
+	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		return nil, err
+	}
+	_, clientPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	clientSigner, err := ssh.NewSignerFromKey(clientPriv)
+	if err != nil {
+		return nil, err
+	}
+	authorized := clientSigner.PublicKey().Marshal()
+	f.server = &ssh.ServerConfig{
+		ServerVersion: "SSH-2.0-simfleet",
+		PublicKeyCallback: func(_ ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if bytes.Equal(key.Marshal(), authorized) {
+				return &ssh.Permissions{}, nil
+			}
+			return nil, errors.New("simfleet: key not authorized")
+		},
+	}
+	f.server.AddHostKey(hostSigner)
+
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	step := 0
+	if cfg.BadShare > 0 {
+		step = max(1, int(1/cfg.BadShare+0.5))
+	}
+	bad := 0
+	for i := range cfg.Hosts {
+		h := Host{Name: fmt.Sprintf("sim%05d", i), Addr: Addr(i), Behaviour: Good}
+		if step > 0 && i%step == step-1 {
+			h.Behaviour = BadBehaviours[bad%len(BadBehaviours)]
+			bad++
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort(h.Addr, "0"))
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("simfleet: host %s: %w", h.Name, err)
+		}
+		h.Port = ln.Addr().(*net.TCPAddr).Port
+		if h.Behaviour == Refuse {
+			// A port that was just free and is closed again: connecting is refused.
+			_ = ln.Close()
+		} else {
+			f.lns = append(f.lns, ln)
+			f.wg.Add(1)
+			go f.accept(ln, i, h.Behaviour)
+		}
+		f.Hosts = append(f.Hosts, h)
+	}
+	if err := f.writeFiles(hostSigner.PublicKey(), clientPriv); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Close stops every listener and connection and waits for the server's goroutines.
+func (f *Fleet) Close() {
+	f.cancel()
+	for _, ln := range f.lns {
+		_ = ln.Close()
+	}
+	f.mu.Lock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+func (f *Fleet) writeFiles(hostKey ssh.PublicKey, clientPriv ed25519.PrivateKey) error {
+	dir := f.cfg.Dir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f.HostsFile = filepath.Join(dir, "hosts")
+	f.SSHConfig = filepath.Join(dir, "ssh_config")
+	f.KnownHosts = filepath.Join(dir, "known_hosts")
+	f.ClientKey = filepath.Join(dir, "id_ed25519")
+	f.Manifest = filepath.Join(dir, "manifest.json")
+	block, err := ssh.MarshalPrivateKey(clientPriv, "simfleet")
+	if err != nil {
+		return err
+	}
+	var hosts, conf, kh strings.Builder
+	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostKey)))
+	for _, h := range f.Hosts {
+		fmt.Fprintf(&hosts, "%s\n", h.Name)
+		fmt.Fprintf(&conf, "Host %s\n\tHostName %s\n\tPort %d\n", h.Name, h.Addr, h.Port)
+		fmt.Fprintf(&kh, "[%s]:%d %s\n", h.Addr, h.Port, key)
+	}
+	fmt.Fprintf(&conf, "Host *\n\tUser %s\n\tIdentityFile %s\n\tIdentitiesOnly yes\n\tUserKnownHostsFile %s\n\tGlobalKnownHostsFile /dev/null\n\tStrictHostKeyChecking yes\n\tBatchMode yes\n",
+		f.cfg.User, f.ClientKey, f.KnownHosts)
+	manifest, err := json.MarshalIndent(f.Hosts, "", " ")
+	if err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{
+		f.ClientKey:  pem.EncodeToMemory(block),
+		f.HostsFile:  []byte(hosts.String()),
+		f.SSHConfig:  []byte(conf.String()),
+		f.KnownHosts: []byte(kh.String()),
+		f.Manifest:   append(manifest, '\n'),
+	} {
+		if err := os.WriteFile(name, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *Fleet) accept(ln net.Listener, i int, b Behaviour) {
+	defer f.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		if f.ctx.Err() != nil {
+			f.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		f.conns[c] = struct{}{}
+		f.wg.Add(1)
+		f.mu.Unlock()
+		go func() {
+			defer f.wg.Done()
+			defer func() {
+				f.mu.Lock()
+				delete(f.conns, c)
+				f.mu.Unlock()
+				_ = c.Close()
+			}()
+			f.serve(c, i, b)
+		}()
+	}
+}
+
+func (f *Fleet) serve(raw net.Conn, i int, b Behaviour) {
+	if b == Hang {
+		// Read and drop whatever the client sends until it gives up (or the fleet closes).
+		_, _ = io.Copy(io.Discard, raw)
+		return
+	}
+	c := newDelayConn(raw, f.cfg.RTT)
+	defer c.Close()
+	sc, chans, reqs, err := ssh.NewServerConn(c, f.server)
+	if err != nil {
+		return
+	}
+	defer sc.Close()
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			_ = nc.Reject(ssh.UnknownChannelType, "simfleet: sessions only")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		go f.session(c, ch, creqs, i, b)
+	}
+}
+
+func (f *Fleet) session(c *delayConn, ch ssh.Channel, reqs <-chan *ssh.Request, i int, b Behaviour) {
+	defer ch.Close()
+	for req := range reqs {
+		if req.Type != "exec" {
+			_ = req.Reply(false, nil)
+			continue
+		}
+		var p struct{ Command string }
+		if err := ssh.Unmarshal(req.Payload, &p); err != nil {
+			_ = req.Reply(false, nil)
+			continue
+		}
+		_ = req.Reply(true, nil)
+		go func() { _, _ = io.Copy(io.Discard, ch) }() // the script on stdin
+		go func() {
+			for r := range reqs {
+				_ = r.Reply(false, nil)
+			}
+		}()
+		f.exec(c, ch, p.Command, i, b)
+		return
+	}
+}
+
+func (f *Fleet) exec(c *delayConn, ch ssh.Channel, command string, i int, b Behaviour) {
+	exit := func(status uint32) {
+		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
+		_ = ch.CloseWrite()
+	}
+	nonce := NonceOf(command)
+	if nonce == "" {
+		_, _ = io.WriteString(ch.Stderr(), "simfleet: no nonce in command\n")
+		exit(2)
+		return
+	}
+	cp := f.captures[i%len(f.captures)]
+	out := bytes.ReplaceAll(cp.raw, cp.nonce, []byte(nonce))
+	switch b {
+	case Good:
+		_, _ = ch.Write(out)
+		exit(0)
+	case Garbage:
+		_, _ = ch.Write(f.garbage)
+		exit(0)
+	case Reset:
+		_, _ = ch.Write(out[:len(out)/2])
+		c.Reset() // after the half capture has reached the client
+	case Trickle:
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for k := range out {
+			if _, err := ch.Write(out[k : k+1]); err != nil {
+				return
+			}
+			select {
+			case <-t.C:
+			case <-f.ctx.Done():
+				return
+			}
+		}
+		exit(0)
+	}
+}
+
+// NonceOf finds the probe's nonce in its command line ("sh -s -- NONCE SECONDS", or the
+// sudo form that ends in "NONCE SECONDS"): the first word of 16 or more lower-case hex digits.
+func NonceOf(command string) string {
+	for _, w := range strings.Fields(command) {
+		if len(w) >= 16 && strings.Trim(w, "0123456789abcdef") == "" {
+			return w
+		}
+	}
+	return ""
+}
+
+// garbage is n bytes that are not a capture: no header line, control bytes, invalid UTF-8.
+func garbage(n int) []byte {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	b[0] = 0xff
+	return b
+}
+
+// delayConn delivers every write to the peer RTT after it was made, in order, without
+// blocking the writer (up to a bounded queue): the client sees each server reply one round
+// trip late, as across a network. Reads are not delayed.
+type delayConn struct {
+	net.Conn
+	rtt   time.Duration
+	q     chan delayed
+	done  chan struct{}
+	close sync.Once
+}
+
+type delayed struct {
+	due   time.Time
+	data  []byte
+	reset bool
+}
+
+func newDelayConn(c net.Conn, rtt time.Duration) *delayConn {
+	d := &delayConn{Conn: c, rtt: rtt, q: make(chan delayed, 256), done: make(chan struct{})}
+	go d.pump()
+	return d
+}
+
+func (d *delayConn) Write(p []byte) (int, error) {
+	if d.rtt <= 0 {
+		return d.Conn.Write(p)
+	}
+	item := delayed{due: time.Now().Add(d.rtt), data: bytes.Clone(p)}
+	select {
+	case d.q <- item:
+		return len(p), nil
+	case <-d.done:
+		return 0, net.ErrClosed
+	}
+}
+
+// Reset aborts the connection with a RST once everything written before has been delivered.
+func (d *delayConn) Reset() {
+	select {
+	case d.q <- delayed{due: time.Now().Add(d.rtt), reset: true}:
+	case <-d.done:
+	}
+}
+
+func (d *delayConn) pump() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		var it delayed
+		select {
+		case it = <-d.q:
+		case <-d.done:
+			return
+		}
+		if wait := time.Until(it.due); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-d.done:
+				return
+			}
+		}
+		if it.reset {
+			if tc, ok := d.Conn.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0)
+			}
+			_ = d.Conn.Close()
+			return
+		}
+		if _, err := d.Conn.Write(it.data); err != nil {
+			_ = d.Conn.Close()
+			return
+		}
+	}
+}
+
+func (d *delayConn) Close() error {
+	d.close.Do(func() { close(d.done) })
+	return d.Conn.Close()
+}
+
+// ReadManifest reads the hosts of a fleet from its manifest.json.
+func ReadManifest(path string) ([]Host, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var hs []Host
+	if err := json.Unmarshal(b, &hs); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return hs, nil
+}
+
+// Expected is the outcome a correct client reports for a host of behaviour b: the phase and
+// kind of its failure, or "" "" for a host that must succeed. Garbage output is not an SSH
+// failure: the command exits 0 and the capture does not parse (see ExpectGarbage).
+func Expected(b Behaviour) (phase, kind string) {
+	switch b {
+	case Hang:
+		return "handshake", "timeout"
+	case Reset:
+		return "probe", "reset"
+	case Refuse:
+		return "connect", "refused"
+	case Trickle:
+		return "probe", "timeout"
+	}
+	return "", ""
+}
