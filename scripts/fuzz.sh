@@ -10,7 +10,7 @@ for pkg in $(go list ./...); do
 	dir=$(go list -f '{{.Dir}}' "$pkg")
 	for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
 		start=$(date +%s)
-		if go test "$pkg" -run='^$' -fuzz="^$f\$" -fuzztime="$d" -fuzzminimizetime=10s -parallel=2 >"/tmp/fuzz-$f.log" 2>&1; then
+		if go test "$pkg" -run='^$' -fuzz="^$f\$" -fuzztime="$d" -fuzzminimizetime=10s -parallel="${FUZZ_PARALLEL:-2}" >"/tmp/fuzz-$f.log" 2>&1; then
 			echo "ok   $pkg $f $(($(date +%s) - start))s $(grep -o 'execs: [0-9]*' "/tmp/fuzz-$f.log" | tail -1)"
 		else
 			echo "FAIL $pkg $f (log: /tmp/fuzz-$f.log)"

@@ -332,3 +332,16 @@ func TestLocalHungDriver(t *testing.T) {
 	}
 	t.Errorf("no smi-failed timeout finding:\n%s", out)
 }
+
+// Output that is not a capture (a login banner, a shell that ignored the script) means the
+// probe never ran: the host is reported failed, not triaged with nothing found.
+func TestNotACapture(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "gpu01.capture")
+	if err := os.WriteFile(p, []byte("Welcome to gpu01!\n\x1b[31mlast login\x00\xff\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := cli(t, nil, "--replay", p)
+	if code != exitHostsFailed || !strings.Contains(out, "FAILED (probe: bad-output)") || strings.Contains(out, "\x1b") {
+		t.Errorf("exit %d:\n%q", code, out)
+	}
+}

@@ -247,6 +247,12 @@ func (o *options) colorFor(e *env) (bool, int) {
 // diagnoseCapture parses one host's raw probe output and diagnoses it. Ages are computed
 // against the host's own clock at probe time, so a replay gives exactly the live result.
 func diagnoseCapture(name string, raw []byte) report.Host {
+	// Output that is not a capture at all (a login banner, a shell that ignored the script,
+	// garbage) means the probe did not run: the host is not triaged, whatever it printed.
+	if c, err := parse.SplitCapture(raw); err != nil && len(c.Sections) == 0 {
+		return report.Host{Name: name, Capture: raw, Err: &report.HostError{Phase: "probe", Kind: "bad-output",
+			Message: fmt.Sprintf("the host's output is not a gputriage capture (%d bytes): %v", len(raw), err)}}
+	}
 	snap, err := parse.Parse(raw)
 	h := report.Host{Name: name, Snapshot: snap, Capture: raw}
 	if snap == nil {
