@@ -198,13 +198,10 @@ func (h *host) muchOlder(gp *GPUProcess) (bool, string) {
 	key := h.jobKey(gp)
 	var oldest time.Duration
 	found := false
-	for i := range h.procs {
-		o := &h.procs[i]
-		if o.PID == gp.PID || o.Elapsed == nil || o.memMiB() <= 0 || h.jobKey(o) == key {
-			continue
-		}
-		if !found || *o.Elapsed > oldest {
-			oldest, found = *o.Elapsed, true
+	for _, j := range h.twoOldestJobs() {
+		if j.key != key {
+			oldest, found = j.elapsed, true
+			break
 		}
 	}
 	if !found {
@@ -534,4 +531,48 @@ func without(xs []int, x int) []int {
 		}
 	}
 	return out
+}
+
+// twoOldestJobs finds, once per host, the two oldest jobs that hold GPU memory (each aged by
+// its oldest process), so muchOlder costs O(1) per process rather than a pass over all of
+// them: a host with thousands of GPU processes stays linear.
+func (h *host) twoOldestJobs() []jobAge {
+	if h.oldestDone {
+		return h.oldestJobs
+	}
+	h.oldestDone = true
+	byJob := map[string]time.Duration{}
+	for i := range h.procs {
+		o := &h.procs[i]
+		if o.Elapsed == nil || o.memMiB() <= 0 {
+			continue
+		}
+		k := h.jobKey(o)
+		if d, ok := byJob[k]; !ok || *o.Elapsed > d {
+			byJob[k] = *o.Elapsed
+		}
+	}
+	var best []jobAge
+	for k, d := range byJob {
+		j := jobAge{k, d}
+		switch {
+		case len(best) < 2:
+			best = append(best, j)
+		case older(j, best[1]):
+			best[1] = j
+		}
+		if len(best) == 2 && older(best[1], best[0]) {
+			best[0], best[1] = best[1], best[0]
+		}
+	}
+	h.oldestJobs = best
+	return best
+}
+
+// older orders jobs by age, then key, so ties resolve the same way every run.
+func older(a, b jobAge) bool {
+	if a.elapsed != b.elapsed {
+		return a.elapsed > b.elapsed
+	}
+	return a.key < b.key
 }

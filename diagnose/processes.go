@@ -26,6 +26,16 @@ type host struct {
 	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
+
+	// oldestJobs are the two oldest jobs holding GPU memory, oldest first, each by its
+	// oldest process: enough to answer "how old is the oldest other job" in O(1).
+	oldestJobs []jobAge
+	oldestDone bool
+}
+
+type jobAge struct {
+	key     string
+	elapsed time.Duration
 }
 
 func newHost(s *parse.Snapshot, now time.Time) *host {
