@@ -270,8 +270,12 @@ func (h *hostRun) handshake(conn net.Conn, hop Target, addr string, direct bool)
 		HostKeyAlgorithms: check.algorithms(),
 	}
 	h.setPhase(PhaseHandshake)
-	c, chans, reqs, err := ssh.NewClientConn(conn, lookupAddr(hop), cfg)
+	ec := &firstErrConn{Conn: conn}
+	c, chans, reqs, err := ssh.NewClientConn(ec, lookupAddr(hop), cfg)
 	_ = conn.SetDeadline(time.Time{})
+	if first := ec.firstErr(); err != nil && errors.Is(err, net.ErrClosed) && first != nil && !errors.Is(first, net.ErrClosed) {
+		err = fmt.Errorf("ssh: handshake failed: %w", first)
+	}
 	h.mu.Lock()
 	hkErr, hkNotes, phase, hopName := check.err, check.notes, h.phase, h.hop
 	h.mu.Unlock()
@@ -515,4 +519,43 @@ func (b *boundedBuffer) Bytes() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return bytes.Clone(b.buf.Bytes())
+}
+
+// firstErrConn remembers the first read or write error on a connection. When the peer resets
+// the connection while x/crypto/ssh is writing its key exchange, the writer closes the
+// connection and the handshake reports the read that this close interrupted ("use of closed
+// network connection"), which hides the cause; the first error is the one to classify.
+type firstErrConn struct {
+	net.Conn
+	mu    sync.Mutex
+	first error
+}
+
+func (c *firstErrConn) record(err error) {
+	if err == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.first == nil {
+		c.first = err
+	}
+	c.mu.Unlock()
+}
+
+func (c *firstErrConn) firstErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first
+}
+
+func (c *firstErrConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.record(err)
+	return n, err
+}
+
+func (c *firstErrConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.record(err)
+	return n, err
 }

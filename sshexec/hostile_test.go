@@ -1,0 +1,66 @@
+package sshexec_test
+
+import (
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/sshexec"
+)
+
+// hangUpInHandshake listens on 127.0.0.1, and for every connection sends an SSH banner, reads
+// what the client sends first, and hangs up: with a FIN, or with a RST (SO_LINGER 0).
+func hangUpInHandshake(t *testing.T, rst bool) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n")
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, _ = c.Read(make([]byte, 4096))
+			if rst {
+				_ = c.(*net.TCPConn).SetLinger(0)
+			}
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestHangUpInHandshake: a host that hangs up after the version exchange is a handshake
+// failure of kind closed (FIN) or reset (RST), at once. x/crypto/ssh reports a reset that
+// hits its key exchange write as "use of closed network connection" (it closes the conn
+// itself and the read fails); the first I/O error is what classifies it. Repeated, because
+// which of the read and the write meets the reset first is a race.
+func TestHangUpInHandshake(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rst  bool
+		kind string
+	}{{false, sshexec.KindClosed}, {true, sshexec.KindReset}} {
+		port := hangUpInHandshake(t, tc.rst)
+		for range 10 {
+			start := time.Now()
+			r := run1(t, sshexec.Target{Name: "hangup", HostName: "127.0.0.1", Port: port, User: "ops"}, opts())
+			if r.Err == nil || r.Err.Phase != sshexec.PhaseHandshake || r.Err.Kind != tc.kind {
+				t.Fatalf("rst %v: got %+v, want %s/%s", tc.rst, r.Err, sshexec.PhaseHandshake, tc.kind)
+			}
+			if strings.Contains(r.Err.Message, "use of closed network connection") {
+				t.Errorf("rst %v: message blames a local close: %s", tc.rst, r.Err.Message)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("rst %v: took %s", tc.rst, d)
+			}
+		}
+	}
+}
