@@ -38,7 +38,7 @@ func parseVLLM(text, prefix string) (vllmHit, bool) {
 	if open < 0 {
 		return h, false
 	}
-	h.device = strings.TrimSpace(rest[:open])
+	h.device = quote(rest[:open]) // remote text: valid UTF-8, no controls
 	if k := strings.LastIndexByte(h.device, ':'); k >= 0 {
 		if n, r, ok := leadingInt(h.device[k+1:]); ok && r == "" {
 			h.index = &n
