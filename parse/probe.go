@@ -1,9 +1,20 @@
 package parse
 
-import _ "embed"
+import (
+	_ "embed"
+	"fmt"
+)
 
-// ProbeScript is the read-only POSIX sh script run on each host as `sh -s -- NONCE`, with the
-// script on standard input. Its output format is documented in docs/capture.md.
+// ProbeScript is the read-only POSIX sh script run on each host. Its output format is
+// documented in docs/capture.md. Run it with ProbeInput on the standard input of `sh -s`.
 //
 //go:embed probe.sh
 var ProbeScript string
+
+// ProbeInput is what `sh -s` reads on a host: a first line that sets the run's nonce and
+// nvidia-smi time bound as positional parameters, then the probe. The nonce travels on stdin,
+// never on a command line, so no other process on the host can read it from /proc/PID/cmdline
+// while the probe runs and forge section markers with it.
+func ProbeInput(nonce string, smiSeconds int) []byte {
+	return []byte(fmt.Sprintf("set -- %s %d\n%s", nonce, smiSeconds, ProbeScript))
+}

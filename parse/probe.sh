@@ -1,6 +1,8 @@
-# gputriage probe, capture format v1. Run as: sh -s -- NONCE [SMI_SECONDS]  (script on stdin).
-# SMI_SECONDS bounds each nvidia-smi call (default 30), so that a wedged driver still leaves
-# time to report everything else before the caller's deadline.
+# gputriage probe, capture format v1. Run as `sh -s` with this script on stdin, after a first
+# line `set -- NONCE [SMI_SECONDS]` (see parse.ProbeInput): the nonce never appears on a command
+# line, where other processes could read it. SMI_SECONDS bounds each nvidia-smi call (default
+# 30), so that a wedged driver still leaves time to report everything else before the caller's
+# deadline.
 # Read-only: it runs nvidia-smi queries and reads /proc, /dev/shm and systemd state; it writes
 # no file, signals no process and changes nothing. Every step is bounded in time (timeout,
 # where present) and output size (head -c). The format is documented in docs/capture.md.
@@ -12,7 +14,7 @@ export PATH
 N=${1:-}
 case $N in
 '' | *[!0-9a-f]*)
-	echo "gputriage probe: usage: sh -s -- NONCE [SMI_SECONDS] (NONCE in lower-case hex)" >&2
+	echo "gputriage probe: usage: set -- NONCE [SMI_SECONDS] before the script (NONCE in lower-case hex)" >&2
 	exit 2
 	;;
 esac

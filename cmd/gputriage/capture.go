@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 
@@ -48,9 +47,8 @@ func newNonce() string {
 
 // smiSeconds bounds each nvidia-smi call of the probe to 40% of the host's deadline (at most
 // 30 s, at least 1 s), so a wedged driver still leaves time to report the rest of the host.
-func smiSeconds(timeout time.Duration) string {
-	s := int(timeout.Seconds() * 0.4)
-	return strconv.Itoa(min(max(s, 1), 30))
+func smiSeconds(timeout time.Duration) int {
+	return min(max(int(timeout.Seconds()*0.4), 1), 30)
 }
 
 // readCapture reads a saved capture, bounded like a live one.
@@ -101,14 +99,19 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-s", "--", newNonce(), smiSeconds(timeout))
-	cmd.Stdin = strings.NewReader(parse.ProbeScript)
+	nonce := newNonce()
+	cmd := exec.CommandContext(ctx, "sh", "-s")
+	cmd.Stdin = bytes.NewReader(parse.ProbeInput(nonce, smiSeconds(timeout)))
 	out := &capWriter{limit: maxCaptureBytes}
 	errOut := &capWriter{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
-	h := diagnoseCapture(name, out.buf.Bytes())
+	raw, _, ferr := fromHeader(out.buf.Bytes(), nonce)
+	h := diagnoseCapture(name, raw)
+	if ferr != nil {
+		h = report.Host{Name: name, Capture: raw, Err: &report.HostError{Phase: "probe", Kind: "bad-output", Message: ferr.Error()}}
+	}
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
 		h.Err = &report.HostError{Phase: "probe", Kind: "timeout",
@@ -123,4 +126,33 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 		h.Err = &report.HostError{Phase: "probe", Kind: "exit", Message: msg}
 	}
 	return h
+}
+
+// fromHeader returns the output from this run's capture header on, and what came before it:
+// text a login shell's profile printed before the probe started. Output that is a capture of
+// another run (another nonce: replayed or forged) is an error: nothing it says can be trusted.
+// Output with no header at all is returned whole, to be reported as not a capture.
+func fromHeader(out []byte, nonce string) (capture, dropped []byte, err error) {
+	head := []byte("gputriage-capture v1 nonce=" + nonce + "\n")
+	i := bytes.Index(out, head)
+	switch {
+	case i == 0:
+		return out, nil, nil
+	case i > 0 && out[i-1] == '\n':
+		return out[i:], out[:i], nil
+	}
+	if c, perr := parse.SplitCapture(out); perr == nil && c.Nonce != nonce {
+		return out, nil, fmt.Errorf("the host answered with a capture of another run (nonce %.8s…, not this run's %.8s…): not trusted", c.Nonce, nonce)
+	}
+	return out, nil, nil
+}
+
+// preambleNote says what the login shell printed before the probe (it is dropped).
+func preambleNote(b []byte) string {
+	shown := b
+	if len(shown) > 200 {
+		shown = shown[:200]
+	}
+	return fmt.Sprintf("the login shell printed %d bytes before the probe started (dropped; check its profile): %s",
+		len(b), report.Sanitize(strings.TrimSpace(string(shown))))
 }

@@ -7,6 +7,7 @@ package main
 // and no raw escape byte.
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
@@ -535,9 +536,12 @@ func (l *sshLab) write(t *testing.T, extra string) string {
 	return l.config
 }
 
-// captureFor is capture raw with its nonce replaced by the one in the probe command.
-func captureFor(cmd string, raw []byte) []byte {
-	return bytes.ReplaceAll(raw, []byte(hNonce), []byte(simfleet.NonceOf(cmd)))
+// captureFor reads the first line of the probe's stdin ("set -- NONCE SECONDS") and returns
+// capture raw with its nonce replaced by that run's; the rest of stdin is drained.
+func captureFor(stdin io.Reader, raw []byte) []byte {
+	first, _ := bufio.NewReaderSize(io.LimitReader(stdin, 512), 512).ReadString('\n')
+	go func() { _, _ = io.Copy(io.Discard, stdin) }()
+	return bytes.ReplaceAll(raw, []byte(hNonce), []byte(simfleet.NonceOf(first)))
 }
 
 // TestHostileHugeOutput: a host answers the probe with a valid start and then 100 MB in one
@@ -553,8 +557,7 @@ func TestHostileHugeOutput(t *testing.T) {
 	rec := []byte("f\t4096\t1796033000.5\t1000\t/dev/shm/spam/0123456789abcdef0123456789abcdef\x00")
 	chunk := bytes.Repeat(rec, (1<<20)/len(rec))
 	l.server(t, "huge", sshtest.Config{Exec: func(e *sshtest.Exec) int {
-		go func() { _, _ = io.Copy(io.Discard, e.Stdin) }()
-		n, err := e.Stdout.Write(captureFor(e.Command, head))
+		n, err := e.Stdout.Write(captureFor(e.Stdin, head))
 		sent.Add(int64(n))
 		for err == nil && sent.Load() < total {
 			n, err = e.Stdout.Write(chunk)
@@ -810,8 +813,7 @@ func TestHostileHostLists(t *testing.T) {
 	t.Run("duplicates", func(t *testing.T) {
 		l := newSSHLab(t)
 		exec := func(e *sshtest.Exec) int {
-			go func() { _, _ = io.Copy(io.Discard, e.Stdin) }()
-			_, _ = e.Stdout.Write(captureFor(e.Command, hostileCapture(hostileSections(trainer)...)))
+			_, _ = e.Stdout.Write(captureFor(e.Stdin, hostileCapture(hostileSections(trainer)...)))
 			return 0
 		}
 		gpu1 := l.server(t, "gpu1", sshtest.Config{Exec: exec})

@@ -368,6 +368,23 @@ func TestLabOptions(t *testing.T) {
 		}
 	})
 
+	t.Run("login-banner", func(t *testing.T) {
+		// gpu03's shell profile prints a banner before the probe: it is dropped and named.
+		rc := filepath.Join(l.hosts["gpu03"].Dir, "home", ".bashrc")
+		if err := os.WriteFile(rc, []byte("echo 'Welcome to gpu03: be nice'\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(rc)
+		out, errOut, code := cli(t, nil, append(base, "gpu03")...)
+		var doc jsonDoc
+		if err := json.Unmarshal([]byte(out), &doc); err != nil || code != exitOK || !doc.Hosts[0].OK {
+			t.Fatalf("exit %d, %v\n%s\n%s", code, err, errOut, out)
+		}
+		if !strings.Contains(errOut, "gpu03: the login shell printed") || !strings.Contains(errOut, "Welcome to gpu03") {
+			t.Errorf("banner not named on stderr: %q", errOut)
+		}
+	})
+
 	t.Run("dry-run", func(t *testing.T) {
 		before := len(l.bastion.Log())
 		out, _, code := cli(t, nil, "-F", l.config, "--dry-run", "--format", "json", "gpu14", "gpu13")

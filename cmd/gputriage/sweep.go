@@ -157,8 +157,8 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	}
 	nonce := newNonce()
 	sopt := sshexec.Options{
-		Command:        probeCommand(nonce, smiSeconds(timeout), o.sudo),
-		Stdin:          []byte(parse.ProbeScript),
+		Command:        probeCommand(o.sudo),
+		Stdin:          parse.ProbeInput(nonce, smiSeconds(timeout)),
 		MaxOutput:      maxCaptureBytes,
 		Timeout:        timeout,
 		ConnectTimeout: o.connectTimeout,
@@ -207,23 +207,33 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		if o.sudo && strings.Contains(string(r.Stderr), sudoFallbackMsg) {
 			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), sudoFallbackMsg)
 		}
+		var dropped []byte
+		var ferr error
+		r.Stdout, dropped, ferr = fromHeader(r.Stdout, nonce)
+		if len(dropped) > 0 {
+			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), preambleNote(dropped))
+		}
 		out[i] = hostFromResult(hosts[i].label, r)
+		if ferr != nil && r.Err == nil {
+			out[i] = report.Host{Name: hosts[i].label, Capture: r.Stdout,
+				Err: &report.HostError{Phase: "probe", Kind: "bad-output", Message: ferr.Error()}}
+		}
 	}
 	return out, nil
 }
 
 const sudoFallbackMsg = "sudo -n is missing or wants a password here: probed without root"
 
-// probeCommand is the remote command line. It is built from constants, the hex nonce and a
-// number only: nothing the user typed is ever part of shell text. With sudo, a sudo that would
-// prompt fails at once (-n) before reading the script, which then goes to the plain sh; the
-// login PATH is kept so root finds the same nvidia-smi (sudo's secure_path may lack it).
-func probeCommand(nonce, smiSecs string, sudo bool) string {
+// probeCommand is the remote command line: constants only. Nothing the user typed is ever
+// part of shell text, and the nonce travels on stdin (parse.ProbeInput). With sudo, a sudo
+// that would prompt fails at once (-n) before reading the script, which then goes to the plain
+// sh; the login PATH is kept so root finds the same nvidia-smi (sudo's secure_path may lack it).
+func probeCommand(sudo bool) string {
 	if !sudo {
-		return "sh -s -- " + nonce + " " + smiSecs
+		return "sh -s"
 	}
-	return `sh -c 'if command -v sudo >/dev/null 2>&1 && sudo -n env true 2>/dev/null; then exec sudo -n env "PATH=$PATH" sh -s -- "$0" "$1"; fi; echo "gputriage: ` +
-		sudoFallbackMsg + `" >&2; exec sh -s -- "$0" "$1"' ` + nonce + " " + smiSecs
+	return `sh -c 'if command -v sudo >/dev/null 2>&1 && sudo -n env true 2>/dev/null; then exec sudo -n env "PATH=$PATH" sh -s; fi; echo "gputriage: ` +
+		sudoFallbackMsg + `" >&2; exec sh -s'`
 }
 
 // hostFromResult turns one host's SSH result into a report host. A host whose probe ran is

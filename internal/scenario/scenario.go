@@ -318,16 +318,16 @@ func WorkerPIDs(pid int) []int {
 	return out
 }
 
-// RunProbe runs the probe script as gputriage --local would (sh -s -- NONCE), with smiDir
+// RunProbe runs the probe script as gputriage --local would (sh -s, the nonce on stdin), with smiDir
 // first on PATH. A non-empty hostname runs it in a new UTS namespace with that host name
 // (root only), so a fixture carries the name of the host it stands for.
 func RunProbe(script, smiDir, hostname, nonce string) ([]byte, error) {
-	argv := []string{"sh", "-s", "--", nonce}
+	argv := []string{"sh", "-s"}
 	if hostname != "" {
 		argv = append([]string{"unshare", "-u", "sh", "-c", `hostname "$1" && shift && exec "$@"`, "sh", hostname}, argv...)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin = strings.NewReader(script)
+	cmd.Stdin = strings.NewReader("set -- " + nonce + "\n" + script)
 	cmd.Env = append(os.Environ(), "PATH="+smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -11,6 +11,7 @@
 package simfleet
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -309,7 +310,6 @@ func (f *Fleet) session(c *delayConn, ch ssh.Channel, reqs <-chan *ssh.Request, 
 			continue
 		}
 		_ = req.Reply(true, nil)
-		go func() { _, _ = io.Copy(io.Discard, ch) }() // the script on stdin
 		go func() {
 			for r := range reqs {
 				_ = r.Reply(false, nil)
@@ -325,9 +325,11 @@ func (f *Fleet) exec(c *delayConn, ch ssh.Channel, command string, i int, b Beha
 		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
 		_ = ch.CloseWrite()
 	}
-	nonce := NonceOf(command)
+	first, _ := bufio.NewReaderSize(io.LimitReader(ch, 512), 512).ReadString('\n')
+	go func() { _, _ = io.Copy(io.Discard, ch) }() // the rest of the script
+	nonce := NonceOf(first)
 	if nonce == "" {
-		_, _ = io.WriteString(ch.Stderr(), "simfleet: no nonce in command\n")
+		_, _ = io.WriteString(ch.Stderr(), "simfleet: no nonce on the first line of stdin\n")
 		exit(2)
 		return
 	}
@@ -360,8 +362,8 @@ func (f *Fleet) exec(c *delayConn, ch ssh.Channel, command string, i int, b Beha
 	}
 }
 
-// NonceOf finds the probe's nonce in its command line ("sh -s -- NONCE SECONDS", or the
-// sudo form that ends in "NONCE SECONDS"): the first word of 16 or more lower-case hex digits.
+// NonceOf finds the probe's nonce in the first line of its stdin ("set -- NONCE SECONDS", see
+// parse.ProbeInput): the first word of 16 or more lower-case hex digits.
 func NonceOf(command string) string {
 	for _, w := range strings.Fields(command) {
 		if len(w) >= 16 && strings.Trim(w, "0123456789abcdef") == "" {

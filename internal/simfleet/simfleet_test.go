@@ -49,7 +49,7 @@ func TestFleetOutcomes(t *testing.T) {
 	timeout := 3 * time.Second
 	start := time.Now()
 	results := sshexec.Run(context.Background(), targets, sshexec.Options{
-		Command: "sh -s -- " + nonce + " 1", Stdin: []byte(parse.ProbeScript),
+		Command: "sh -s", Stdin: parse.ProbeInput(nonce, 1),
 		Timeout: timeout, Fanout: 16,
 	})
 	if el := time.Since(start); el > timeout+5*time.Second {
@@ -91,9 +91,9 @@ func TestFleetOutcomes(t *testing.T) {
 
 func TestNonceOf(t *testing.T) {
 	for cmd, want := range map[string]string{
-		"sh -s -- 0123456789abcdef0123456789abcdef 24":                        "0123456789abcdef0123456789abcdef",
-		`sh -c 'exec sh -s -- "$0" "$1"' 00112233445566778899aabbccddeeff 30`: "00112233445566778899aabbccddeeff",
-		"sh -s -- 42": "",
+		"set -- 0123456789abcdef0123456789abcdef 24\n": "0123456789abcdef0123456789abcdef",
+		"set -- 00112233445566778899aabbccddeeff\n":    "00112233445566778899aabbccddeeff",
+		"set -- 42\n": "",
 	} {
 		if got := simfleet.NonceOf(cmd); got != want {
 			t.Errorf("NonceOf(%q) = %q, want %q", cmd, got, want)
