@@ -52,6 +52,12 @@ func SplitCapture(raw []byte) (*Capture, error) {
 				cur.ExitCode, cur.Truncated = nil, true
 			}
 		}
+		if cur.Limit > 0 && len(cur.Body) > cur.Limit+64 {
+			// The probe never sends more than its declared bound (head -c LIMIT+64): a longer
+			// body did not come from it. Keep the bound and say the section was cut, so one
+			// host cannot make the parser hold more than the probe promised.
+			cur.Body, cur.ExitCode, cur.Truncated = cur.Body[:cur.Limit+64], nil, true
+		}
 		c.Sections = append(c.Sections, *cur)
 		cur = nil
 	}

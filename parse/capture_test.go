@@ -135,3 +135,20 @@ func TestSplitCapture(t *testing.T) {
 		})
 	}
 }
+
+// A section longer than its declared limit did not come from the probe (which cuts at
+// LIMIT+64): it is cut there and marked truncated, so a host cannot make the parser hold more.
+func TestSectionCutAtDeclaredLimit(t *testing.T) {
+	const nonce = "0123456789abcdef0123456789abcdef"
+	body := strings.Repeat("x", 10000)
+	raw := "gputriage-capture v1 nonce=" + nonce + "\n@@gputriage " + nonce + " begin shm-df limit=100\n" + body +
+		"\n@@gputriage " + nonce + " rc=0\n@@gputriage " + nonce + " end shm-df\n@@gputriage " + nonce + " done\n"
+	c, err := SplitCapture([]byte(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Section("shm-df")
+	if s == nil || len(s.Body) != 164 || !s.Truncated || s.ExitCode != nil {
+		t.Fatalf("section = %+v", s)
+	}
+}
