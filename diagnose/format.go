@@ -59,8 +59,9 @@ func fmtBytes(n int64) string {
 	}
 }
 
-// fmtAge is a coarse duration for people: "45s", "12m", "2h13m", "3d4h".
-func fmtAge(d time.Duration) string {
+// FormatAge is a coarse duration for people: "45s", "12m", "2h13m", "3d04h". The report
+// writes process ages with it too, so a finding and a table agree.
+func FormatAge(d time.Duration) string {
 	if d < 0 {
 		d = 0
 	}
@@ -102,7 +103,8 @@ func fmtIndexes(xs []int) string {
 }
 
 // fmtGPUs is "GPU 3" or "GPUs 0-3, 5".
-func fmtGPUs(xs []int) string {
+// FormatGPUs is "GPU 3" or "GPUs 0-3, 5": how findings, readiness and reports write GPU sets.
+func FormatGPUs(xs []int) string {
 	if len(xs) == 1 {
 		return "GPU " + strconv.Itoa(xs[0])
 	}

@@ -78,7 +78,7 @@ func (h *host) ghostFinding() (Finding, bool) {
 			}
 			who := fmt.Sprintf("PID %d, %s", gp.PID, h.userName(gp.UID, gp.User))
 			if gp.Elapsed != nil {
-				who += ", up " + fmtAge(*gp.Elapsed)
+				who += ", up " + FormatAge(*gp.Elapsed)
 			}
 			if owner := h.ownerEvidence(gp); len(owner) > 0 {
 				who += ", " + strings.Join(owner, ", ")
@@ -102,9 +102,9 @@ func (h *host) ghostFinding() (Finding, bool) {
 		allMIG = allMIG && g.MIGMode == "Enabled"
 	}
 
-	f.Title = fmt.Sprintf("%s of GPU memory in use on %s with no process listed", fmtMiB(total), fmtGPUs(f.GPUs))
+	f.Title = fmt.Sprintf("%s of GPU memory in use on %s with no process listed", fmtMiB(total), FormatGPUs(f.GPUs))
 	var ex strings.Builder
-	fmt.Fprintf(&ex, "nvidia-smi reports %s used on %s but lists no compute process there, so nothing says who holds it. ", fmtMiB(total), fmtGPUs(f.GPUs))
+	fmt.Fprintf(&ex, "nvidia-smi reports %s used on %s but lists no compute process there, so nothing says who holds it. ", fmtMiB(total), FormatGPUs(f.GPUs))
 	if len(suspects) > 0 {
 		var who []string
 		for _, gp := range suspects {

@@ -109,10 +109,10 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 
 	f := Finding{Code: CodeMemoryImbalance, GPUs: idx}
 	f.Title = fmt.Sprintf("SGLang's TP check fails on %s: GPU %d has %s free vs %s on GPU %d",
-		fmtGPUs(idx), lo.g.Index, fmtMiB(lo.free), fmtMiB(hi.free), hi.g.Index)
+		FormatGPUs(idx), lo.g.Index, fmtMiB(lo.free), fmtMiB(hi.free), hi.g.Index)
 
 	// The group and each GPU's memory, GPUs with identical numbers on one line.
-	f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, %s total each", fmtGPUs(idx), groupName(grp), totalRange(grp)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, %s total each", FormatGPUs(idx), groupName(grp), totalRange(grp)))
 	type row struct {
 		used, free int64
 		known      bool
@@ -131,7 +131,7 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 		if r.known {
 			used = "used " + fmtMiB(r.used)
 		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, free %s", fmtGPUs(rowGPUs[r]), used, fmtMiBGiB(r.free)))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, free %s", FormatGPUs(rowGPUs[r]), used, fmtMiBGiB(r.free)))
 	}
 	check := fmt.Sprintf("%s < 0.9 × %s = %s", thousands(lo.free), thousands(hi.free), fmtMiB(need))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("SGLang TP check: min free %s (GPU %d) < 0.9 × max free %s (GPU %d) = %s → fails",
@@ -161,7 +161,7 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 	case len(pass) == 0:
 		vline += "fails on every GPU (lowest " + fmtMiB(lo.free) + " free)"
 	default:
-		vline += fmt.Sprintf("fails on %s (lowest %s free); %s pass", fmtGPUs(vfail), fmtMiB(lo.free), fmtGPUs(pass))
+		vline += fmt.Sprintf("fails on %s (lowest %s free); %s pass", FormatGPUs(vfail), fmtMiB(lo.free), FormatGPUs(pass))
 	}
 	f.Evidence = append(f.Evidence, vline)
 
@@ -221,10 +221,10 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 		"each rank takes the smallest free memory across all ranks and refuses to start if it is below 90%% of its own free memory. "+
 		"Here GPU %d has %s free and GPU %d has %s, and %s. "+
 		"SGLang prints these numbers in GiB, measured after each rank has created its CUDA context, so its figures read a little lower. ",
-		fmtGPUs(idx), lo.g.Index, fmtMiB(lo.free), hi.g.Index, fmtMiB(hi.free), check)
+		FormatGPUs(idx), lo.g.Index, fmtMiB(lo.free), hi.g.Index, fmtMiB(hi.free), check)
 	if len(vfail) > 0 {
 		fmt.Fprintf(&ex, "vLLM checks each GPU on its own: with gpu_memory_utilization=0.9 it needs %s free on every GPU, which %s %s not have. ",
-			fmtMiB(vneed), fmtGPUs(vfail), plural(len(vfail), "does", "do"))
+			fmtMiB(vneed), FormatGPUs(vfail), plural(len(vfail), "does", "do"))
 	}
 	var who []string
 	for _, gp := range holders {
@@ -234,17 +234,17 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 	case leftover:
 		f.Severity = Error
 		fmt.Fprintf(&ex, "The memory missing on %s is held by %s, which looks left over from an earlier run (see leftover-process): stopping it brings the GPUs back into balance.",
-			fmtGPUs(short), strings.Join(who, ", "))
+			FormatGPUs(short), strings.Join(who, ", "))
 	case unattributed > 0 || len(holders) == 0:
 		f.Severity = Error
 		fmt.Fprintf(&ex, "nvidia-smi lists no process for %s of the memory used on %s (see ghost-memory), so nothing on this host is known to be using it.",
-			fmtMiB(unattributed), fmtGPUs(short))
+			fmtMiB(unattributed), FormatGPUs(short))
 	default:
 		// Every byte is held by work that looks healthy: the host is shared between jobs,
 		// which explains why a wide launch fails but is not a fault of the host.
 		f.Severity = Info
 		fmt.Fprintf(&ex, "The memory on %s is held by running work that looks healthy: %s. Either wait for it to finish, or launch only on the GPUs that have room, with CUDA_VISIBLE_DEVICES set to them and a tensor-parallel size that fits.",
-			fmtGPUs(short), strings.Join(who, ", "))
+			FormatGPUs(short), strings.Join(who, ", "))
 	}
 	f.Explanation = ex.String()
 
@@ -332,7 +332,7 @@ func (h *host) busyFindings() []Finding {
 		}
 		slices.Sort(f.GPUs)
 		title := h.jobTitle(k, procs)
-		f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", fmtGPUs(f.GPUs), title, fmtMiB(total), len(procs), plural(len(procs), "process", "processes"))
+		f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), len(procs), plural(len(procs), "process", "processes"))
 		f.Explanation = fmt.Sprintf("This GPU memory is held by %s, and nothing suggests %s abandoned. This is information about the host, not a problem.",
 			title, plural(len(procs), "it is", "they are"))
 		f.Evidence = append(f.Evidence, h.ownerEvidence(procs[0])...)
@@ -351,10 +351,10 @@ func (h *host) busyFindings() []Finding {
 			}
 			age := "age unknown"
 			if gp.Elapsed != nil {
-				age = "up " + fmtAge(*gp.Elapsed)
+				age = "up " + FormatAge(*gp.Elapsed)
 			}
 			f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d (%s, %s, %s on %s): %s", gp.PID, h.userName(gp.UID, gp.User), age,
-				fmtMiB(gp.memMiB()), fmtGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
+				fmtMiB(gp.memMiB()), FormatGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
 		}
 		out = append(out, f)
 	}

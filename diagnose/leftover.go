@@ -208,7 +208,7 @@ func (h *host) muchOlder(gp *GPUProcess) (bool, string) {
 		return false, ""
 	}
 	if *gp.Elapsed >= olderFactor*oldest && *gp.Elapsed-oldest >= olderMargin {
-		return true, fmt.Sprintf("it has run for %s, while the host's other GPU work started at most %s ago", fmtAge(*gp.Elapsed), fmtAge(oldest))
+		return true, fmt.Sprintf("it has run for %s, while the host's other GPU work started at most %s ago", FormatAge(*gp.Elapsed), FormatAge(oldest))
 	}
 	return false, ""
 }
@@ -343,9 +343,9 @@ func (h *host) leftoverFindings() []Finding {
 
 func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 	p := h.procByPID[gp.PID]
-	holds := "holds " + fmtGPUs(gp.GPUs)
+	holds := "holds " + FormatGPUs(gp.GPUs)
 	if mem := gp.memMiB(); mem > 0 {
-		holds = "holds " + fmtMiB(mem) + " on " + fmtGPUs(gp.memGPUs())
+		holds = "holds " + fmtMiB(mem) + " on " + FormatGPUs(gp.memGPUs())
 	}
 	f := Finding{
 		Code:     CodeLeftoverProcess,
@@ -368,7 +368,7 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 	f.Evidence = append(f.Evidence, "cmdline: "+h.cmdline(gp.PID))
 	f.Evidence = append(f.Evidence, "user: "+h.userName(gp.UID, gp.User))
 	if gp.Elapsed != nil {
-		line := "running for " + fmtAge(*gp.Elapsed)
+		line := "running for " + FormatAge(*gp.Elapsed)
 		if p != nil && p.StartTime != nil {
 			line += " (started " + fmtTime(*p.StartTime) + ")"
 		}

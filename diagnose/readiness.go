@@ -217,7 +217,7 @@ func (c *checker) contextClause(set []rankGPU) (string, []int) {
 	if len(none) == 0 {
 		return "", nil
 	}
-	return fmt.Sprintf("%s %s less free than the %s CUDA context", fmtGPUs(none), plural(len(none), "has", "have"),
+	return fmt.Sprintf("%s %s less free than the %s CUDA context", FormatGPUs(none), plural(len(none), "has", "have"),
 		fmtMiB(c.job.ContextOverheadMiB)), none
 }
 
@@ -296,7 +296,7 @@ func (c *checker) vllmVerdict(set []rankGPU) EngineVerdict {
 			tight.index, fmtMiB(tight.avail), u, thousands(tight.total), fmtMiB(c.vllmNeed(tight.total)))
 	} else {
 		clause += fmt.Sprintf(": GPU %d has %s < %s × %s = %s (fails on %s)",
-			tight.index, fmtMiB(tight.avail), u, thousands(tight.total), fmtMiB(c.vllmNeed(tight.total)), fmtGPUs(failing))
+			tight.index, fmtMiB(tight.avail), u, thousands(tight.total), fmtMiB(c.vllmNeed(tight.total)), FormatGPUs(failing))
 	}
 	lo := set[0]
 	for _, g := range set[1:] {
@@ -575,10 +575,10 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 		}
 	}
 	if len(mig) > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("%s %s MIG enabled and cannot hold a tensor-parallel rank: left out", fmtGPUs(mig), plural(len(mig), "has", "have")))
+		out.Notes = append(out.Notes, fmt.Sprintf("%s %s MIG enabled and cannot hold a tensor-parallel rank: left out", FormatGPUs(mig), plural(len(mig), "has", "have")))
 	}
 	if len(unknown) > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("nvidia-smi did not report the memory of %s: left out", fmtGPUs(unknown)))
+		out.Notes = append(out.Notes, fmt.Sprintf("nvidia-smi did not report the memory of %s: left out", FormatGPUs(unknown)))
 	}
 	mixed := len(names) > 1
 	if mixed {
@@ -596,7 +596,7 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 	out.Verdicts = c.defaultVerdicts(def)
 	out.Ready = allPass(out.Verdicts)
 	if out.Ready {
-		out.Reason = fmt.Sprintf("Ready: %s %s %s startup check%s for TP %d.", fmtGPUs(out.GPUs), plural(len(out.GPUs), "passes", "pass"),
+		out.Reason = fmt.Sprintf("Ready: %s %s %s startup check%s for TP %d.", FormatGPUs(out.GPUs), plural(len(out.GPUs), "passes", "pass"),
 			engineList(out.Verdicts), plural(len(out.Verdicts), "", "s"), job.TP)
 		return out
 	}
@@ -668,14 +668,14 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 	}
 
 	failed := failedOnly(out.Verdicts)
-	fails := fmt.Sprintf("%s %s %s startup check%s", fmtGPUs(out.GPUs), plural(len(out.GPUs), "fails", "fail"), engineList(failed), plural(len(failed), "", "s"))
+	fails := fmt.Sprintf("%s %s %s startup check%s", FormatGPUs(out.GPUs), plural(len(out.GPUs), "fails", "fail"), engineList(failed), plural(len(failed), "", "s"))
 	fix := ""
 	if out.AfterFix {
-		fix = fmt.Sprintf("; stopping leftover %s (see leftover-process) would let %s pass", fmtPIDs(out.FixPIDs), fmtGPUs(out.GPUs))
+		fix = fmt.Sprintf("; stopping leftover %s (see leftover-process) would let %s pass", fmtPIDs(out.FixPIDs), FormatGPUs(out.GPUs))
 	}
 	switch {
 	case out.Subset != nil:
-		out.Reason = fmt.Sprintf("Not ready on the default GPUs: %s, but %s %s: launch with %s%s.", fails, fmtGPUs(out.Subset),
+		out.Reason = fmt.Sprintf("Not ready on the default GPUs: %s, but %s %s: launch with %s%s.", fails, FormatGPUs(out.Subset),
 			plural(len(out.Subset), "passes", "pass"), out.SubsetEnv, fix)
 	case largest < job.TP:
 		out.Reason = fmt.Sprintf("Not ready: %s, and this host has no %d GPUs of one size that can hold ranks (at most %d)%s.", fails, job.TP, largest, fix)
@@ -725,7 +725,7 @@ func blockerSentence(bs []Blocker) string {
 		}
 		who = append(who, fmt.Sprintf("%d (%s)", p, fmtMiB(mem[p])))
 	}
-	s := "free memory on " + fmtGPUs(gpus) + " is "
+	s := "free memory on " + FormatGPUs(gpus) + " is "
 	switch {
 	case len(who) > 0:
 		s += "held by " + plural(len(pids), "PID ", "PIDs ") + strings.Join(who, ", ")

@@ -101,7 +101,7 @@ func (h *host) describeEntry(ix shmIndex, e *parse.ShmEntry) string {
 	}
 	line := fmt.Sprintf("%s: %s, %s, owner %s", e.Path, kind, fmtBytes(e.TreeBytes), h.ownerName(e.UID))
 	if t := ix.newest[e.Path]; !t.IsZero() {
-		line += fmt.Sprintf(", last modified %s ago (%s)", fmtAge(h.ref.Sub(t)), fmtTime(t))
+		line += fmt.Sprintf(", last modified %s ago (%s)", FormatAge(h.ref.Sub(t)), fmtTime(t))
 	}
 	return line
 }

@@ -17,11 +17,11 @@ func ReadinessLines(r diagnose.Readiness) []string {
 	out := []string{Sanitize(r.Reason)}
 	out = append(out, "checked: "+readinessJob(r.Job))
 	if len(r.GPUs) > 0 && len(r.Verdicts) > 0 {
-		out = append(out, readinessGPUs(r.GPUs)+" (the default, CUDA_VISIBLE_DEVICES unset):")
+		out = append(out, diagnose.FormatGPUs(r.GPUs)+" (the default, CUDA_VISIBLE_DEVICES unset):")
 		out = append(out, readinessVerdicts(r.Verdicts)...)
 	}
 	if r.Subset != nil {
-		out = append(out, "use "+readinessGPUs(r.Subset)+": "+Sanitize(r.SubsetEnv))
+		out = append(out, "use "+diagnose.FormatGPUs(r.Subset)+": "+Sanitize(r.SubsetEnv))
 		out = append(out, readinessVerdicts(r.SubsetVerdicts)...)
 	}
 	if len(r.Blockers) > 0 {
@@ -33,9 +33,9 @@ func ReadinessLines(r diagnose.Readiness) []string {
 	if len(r.FixPIDs) > 0 && !r.Ready {
 		what := "leftover " + readinessPIDs(r.FixPIDs) + " (see leftover-process)"
 		if r.AfterFix {
-			out = append(out, "after stopping "+what+": "+readinessGPUs(r.GPUs)+" would pass")
+			out = append(out, "after stopping "+what+": "+diagnose.FormatGPUs(r.GPUs)+" would pass")
 		} else {
-			out = append(out, "stopping "+what+" would not be enough on "+readinessGPUs(r.GPUs))
+			out = append(out, "stopping "+what+" would not be enough on "+diagnose.FormatGPUs(r.GPUs))
 		}
 	}
 	for _, n := range r.Notes {
@@ -124,30 +124,6 @@ func readinessBlocker(b diagnose.Blocker) string {
 		s += "; no process holds memory on it"
 	}
 	return s
-}
-
-// readinessGPUs is "GPU 3" or "GPUs 0-3, 5", as the findings write GPU sets.
-func readinessGPUs(xs []int) string {
-	if len(xs) == 1 {
-		return "GPU " + strconv.Itoa(xs[0])
-	}
-	var parts []string
-	for i := 0; i < len(xs); {
-		j := i
-		for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
-			j++
-		}
-		switch {
-		case j == i:
-			parts = append(parts, strconv.Itoa(xs[i]))
-		case j == i+1:
-			parts = append(parts, strconv.Itoa(xs[i]), strconv.Itoa(xs[j]))
-		default:
-			parts = append(parts, fmt.Sprintf("%d-%d", xs[i], xs[j]))
-		}
-		i = j + 1
-	}
-	return "GPUs " + strings.Join(parts, ", ")
 }
 
 func readinessPIDs(pids []int) string {

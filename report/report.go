@@ -239,22 +239,12 @@ func bytesHuman(v int64) string {
 	return "" // unreachable
 }
 
-// age formats a duration the way people say it: "45s", "12m", "2h13m", "3d4h".
+// age formats a process age as the findings do; "?" when unknown.
 func age(d *time.Duration) string {
 	if d == nil || *d < 0 {
 		return "?"
 	}
-	s := int64(*d / time.Second)
-	switch {
-	case s < 60:
-		return fmt.Sprintf("%ds", s)
-	case s < 3600:
-		return fmt.Sprintf("%dm", s/60)
-	case s < 86400:
-		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
-	default:
-		return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
-	}
+	return diagnose.FormatAge(*d)
 }
 
 // percent is used/total as a whole percentage, or -1 when it cannot be known.

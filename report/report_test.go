@@ -554,7 +554,7 @@ func TestWrapCommand(t *testing.T) {
 func TestAge(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		45 * time.Second: "45s", 12 * time.Minute: "12m", 2*time.Hour + 13*time.Minute: "2h13m",
-		76*time.Hour + 30*time.Minute: "3d4h",
+		76*time.Hour + 30*time.Minute: "3d04h",
 	} {
 		if got := age(&d); got != want {
 			t.Errorf("age(%v) = %q, want %q", d, got, want)
