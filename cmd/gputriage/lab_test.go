@@ -250,6 +250,22 @@ func TestLab(t *testing.T) {
 		t.Logf("stderr:\n%s\nreport:\n%s", errOut, out)
 	}
 
+	// The fleet summary folds hosts by problem and failures by cause.
+	text, _, _ := cli(t, nil, "--replay", save, "--color", "never")
+	for _, want := range []string{
+		"16 hosts", "leftover-process on gpu07", "CRITICAL  smi-failed on gpu09", "ERROR     smi-failed on gpu08",
+		"not shown (--only findings): 8 hosts without problems: gpu[01-06,14,16]",
+		"host key changed: gpu11", "unknown host key: gpu10", "connection refused: gpu12",
+		"authentication failed: gpu13", "timeout (handshake): gpu15",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("fleet summary lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("text report:\n%s", text)
+	}
+
 	// Which hosts can take a TP-8 job: the clean ones now, gpu07 once its leftover is stopped;
 	// not gpu08/09 (nvidia-smi hangs, GPU lost) nor gpu14 (4 GPUs).
 	tpOut, _, _ := cli(t, nil, "--replay", save, "--tp", "8", "--format", "json")
