@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,29 @@ func (s *SSHD) waitListening(t testing.TB) {
 	t.Fatalf("sshd %s on %s:%d did not start: %s", s.Name, s.Addr, s.Port, s.log.String())
 }
 
+// childOf finds a child of pid by scanning /proc for its parent PID (the children file of
+// /proc/PID/task is not reliable while processes start).
+func childOf(pid int) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Dir(d), "/proc/"), "/")); err == nil {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
 // rootHome is root's home directory from the password database.
 func rootHome() string {
 	out, err := exec.Command("getent", "passwd", "root").Output()
@@ -186,19 +210,17 @@ func rootHome() string {
 func (s *SSHD) Enter(t testing.TB) []string {
 	t.Helper()
 	pid := s.cmd.Process.Pid
-	var f []string
-	var err error
-	for i := 0; i < 100 && len(f) == 0; i++ { // a loaded machine may show the child late
-		var b []byte
-		b, err = os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-		f = strings.Fields(string(b))
-		if len(f) == 0 {
+	child := 0
+	for i := 0; i < 100 && child == 0; i++ { // a loaded machine may show the child late
+		child = childOf(pid)
+		if child == 0 {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	if err != nil || len(f) == 0 {
-		t.Fatalf("sshd %s: no namespace init under unshare %d: %v", s.Name, pid, err)
+	if child == 0 {
+		t.Fatalf("sshd %s: no namespace init under unshare %d", s.Name, pid)
 	}
+	f := []string{strconv.Itoa(child)}
 	return []string{"nsenter", "-t", f[0], "-p", "-m", "--"}
 }
 
