@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -684,7 +685,9 @@ func TestHostileWire(t *testing.T) {
 		l.host(name, "127.0.0.1", ln.Addr().(*net.TCPAddr).Port)
 		want[name] = [2]string{phase, kind}
 	}
-	closer("closes-in-handshake", false, "handshake", "closed")
+	// A FIN may also read as a reset: the client's next write meets a closed socket, whose
+	// kernel answers with a RST before the client reads the FIN.
+	closer("closes-in-handshake", false, "handshake", "closed|reset")
 	closer("resets-in-handshake", true, "handshake", "reset")
 	fleetConf, err := os.ReadFile(fleet.SSHConfig)
 	if err != nil {
@@ -726,7 +729,7 @@ func TestHostileWire(t *testing.T) {
 			}
 		case h.OK || h.Error == nil:
 			t.Errorf("%s: triaged, want %s/%s", h.Host, w[0], w[1])
-		case h.Error.Phase != w[0] || h.Error.Kind != w[1]:
+		case h.Error.Phase != w[0] || !slices.Contains(strings.Split(w[1], "|"), h.Error.Kind):
 			t.Errorf("%s: %s/%s (%s), want %s/%s", h.Host, h.Error.Phase, h.Error.Kind, h.Error.Message, w[0], w[1])
 		}
 	}
