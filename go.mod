@@ -1,6 +1,6 @@
 module github.com/gputriage/gputriage
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/charmbracelet/lipgloss v1.1.0
