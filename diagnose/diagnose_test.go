@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -615,4 +616,22 @@ func TestDegenerateSnapshots(t *testing.T) {
 		t.Errorf("ghost memory despite an app on an unknown GPU UUID: %s", f.Title)
 	}
 	checkFinding(t, r.Findings, want{code: CodeShmDeletedMapped, severity: Warning, pids: []int{13}, title: []string{"an unknown amount"}})
+}
+
+// /dev/nvidiaN names the GPU whose minor number is N, which need not be index N.
+func TestDeviceNodeByMinorNumber(t *testing.T) {
+	total, used, free := int64(81559), int64(30000), int64(51000)
+	gpu := func(index, minor int) parse.GPU {
+		return parse.GPU{Index: index, UUID: fmt.Sprintf("GPU-%d", index), MemoryTotalMiB: &total,
+			MemoryUsedMiB: &used, MemoryFreeMiB: &free, MinorNumber: &minor}
+	}
+	s := &parse.Snapshot{
+		GPUs:      []parse.GPU{gpu(0, 1), gpu(1, 0)},
+		Holders:   []parse.DeviceHolder{{PID: 7, FD: 3, Device: "/dev/nvidia1"}},
+		Processes: []parse.Process{{PID: 7, Argv: []string{"python3"}}},
+	}
+	r := Diagnose(s, time.Unix(0, 0))
+	if len(r.Processes) != 1 || len(r.Processes[0].GPUs) != 1 || r.Processes[0].GPUs[0] != 0 {
+		t.Errorf("/dev/nvidia1 with minor_number 1 = GPU index 0; got %+v", r.Processes)
+	}
 }

@@ -77,11 +77,10 @@ func newHost(s *parse.Snapshot, now time.Time) *host {
 	return h
 }
 
-// deviceGPU maps a device node to the GPU it opens: /dev/nvidia3 -> 3. /dev/nvidiactl,
-// /dev/nvidia-uvm and the other control nodes name no GPU.
-//
-// The number is the device's minor number, which equals nvidia-smi's index on hosts where
-// the driver enumerates GPUs in PCI order, as it does by default.
+// deviceGPU is the minor number of a GPU device node: /dev/nvidia3 -> 3. /dev/nvidiactl,
+// /dev/nvidia-uvm and the other control nodes name no GPU. nvidia-smi's minor_number maps it
+// to the GPU's index; without it the two are taken to be equal, as they are when the driver
+// enumerates GPUs in PCI order (the default).
 func deviceGPU(dev string) (int, bool) {
 	rest, ok := strings.CutPrefix(dev, "/dev/nvidia")
 	if !ok || rest == "" {
@@ -129,9 +128,21 @@ func (h *host) joinProcesses() {
 			gp.GPUMemoryMiB[idx] += *a.UsedMiB
 		}
 	}
+	// /dev/nvidiaN is the GPU whose minor number is N; where nvidia-smi did not say, N is
+	// taken to be the index.
+	byMinor := map[int]int{}
+	for _, g := range h.s.GPUs {
+		if g.MinorNumber != nil {
+			byMinor[*g.MinorNumber] = g.Index
+		}
+	}
 	for _, d := range h.s.Holders {
 		gp := get(d.PID)
-		if idx, ok := deviceGPU(d.Device); ok {
+		if minor, ok := deviceGPU(d.Device); ok {
+			idx, known := byMinor[minor]
+			if !known {
+				idx = minor
+			}
 			gp.GPUs = append(gp.GPUs, idx)
 		}
 	}

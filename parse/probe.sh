@@ -118,7 +118,7 @@ sec host 65536 0 hostfacts
 GPU_BASE=index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,compute_mode,driver_version
 APPS=
 if [ -n "$SMI" ]; then
-	capsec smi-gpu 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE,memory.reserved,mig.mode.current --format=csv,nounits
+	capsec smi-gpu 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE,memory.reserved,mig.mode.current,minor_number --format=csv,nounits
 	# Older drivers refuse fields they do not know and exit non-zero: ask again with the base
 	# set. A timeout (rc 124 or 137) means the driver is stuck; asking again would double the wait.
 	case $OUT in

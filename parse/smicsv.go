@@ -13,7 +13,7 @@ import (
 // The probe's --query-gpu and --query-compute-apps fields, in its order: the column order of
 // a CSV without header.
 var (
-	gpuFields  = []string{"index", "uuid", "name", "pci.bus_id", "memory.total", "memory.used", "memory.free", "utilization.gpu", "compute_mode", "driver_version", "memory.reserved", "mig.mode.current"}
+	gpuFields  = []string{"index", "uuid", "name", "pci.bus_id", "memory.total", "memory.used", "memory.free", "utilization.gpu", "compute_mode", "driver_version", "memory.reserved", "mig.mode.current", "minor_number"}
 	appsFields = []string{"pid", "gpu_uuid", "used_memory", "process_name"}
 )
 
@@ -51,6 +51,11 @@ func ParseGPUCSV(r io.Reader) ([]GPU, error) {
 		g.ComputeMode = t.get(row, "compute_mode")
 		g.DriverVersion = t.get(row, "driver_version")
 		g.MIGMode = t.get(row, "mig.mode.current")
+		if v := t.get(row, "minor_number"); v != "" {
+			if n, ok := atoiNonNeg(v); ok {
+				g.MinorNumber = &n
+			}
+		}
 		gpus = append(gpus, g)
 	}
 	return gpus, errs.err()

@@ -92,6 +92,9 @@ type GPU struct {
 	ComputeMode       string // e.g. "Default", "Exclusive_Process"; "" when unknown
 	DriverVersion     string
 	MIGMode           string // "Enabled", "Disabled"; "" when unknown or not supported
+	// MinorNumber is N of the GPU's /dev/nvidiaN; nil when unknown (then N is taken to be
+	// the index, as it is when the driver enumerates in PCI order).
+	MinorNumber *int
 }
 
 // ComputeApp is one row of --query-compute-apps.

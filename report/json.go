@@ -156,6 +156,7 @@ type jsonGPU struct {
 	UtilizationPct    *int    `json:"utilization_pct"`
 	ComputeMode       *string `json:"compute_mode"`
 	MIGMode           *string `json:"mig_mode"`
+	MinorNumber       *int    `json:"minor_number"`
 }
 
 type jsonProcess struct {
@@ -257,6 +258,7 @@ func jsonHostOf(h Host) jsonHost {
 			MemoryTotalMiB: g.MemoryTotalMiB, MemoryUsedMiB: g.MemoryUsedMiB,
 			MemoryFreeMiB: g.MemoryFreeMiB, MemoryReservedMiB: g.MemoryReservedMiB,
 			UtilizationPct: g.UtilizationPct, ComputeMode: optStr(g.ComputeMode), MIGMode: optStr(g.MIGMode),
+			MinorNumber: g.MinorNumber,
 		})
 	}
 	j.Shm = &jsonShm{SizeBytes: s.Shm.SizeBytes, UsedBytes: s.Shm.UsedBytes, AvailBytes: s.Shm.AvailBytes,

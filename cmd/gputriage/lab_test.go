@@ -170,7 +170,7 @@ type jsonDoc struct {
 // deadline, and that a saved sweep replays to the same report.
 func TestLab(t *testing.T) {
 	l := newLab(t)
-	const timeout = 8 * time.Second
+	const timeout = 12 * time.Second
 	save := filepath.Join(t.TempDir(), "sweep")
 	begin := time.Now()
 	out, errOut, code := cli(t, nil, "-F", l.config, "--timeout", timeout.String(), "--format", "json", "--save", save, "gpu[01-16]")
@@ -296,7 +296,7 @@ func TestLab(t *testing.T) {
 // changed key is refused all the same.
 func TestLabAcceptNew(t *testing.T) {
 	l := newLab(t)
-	out, _, _ := cli(t, nil, "-F", l.config, "--timeout", "8s", "--format", "json", "--accept-new", "gpu10", "gpu11")
+	out, _, _ := cli(t, nil, "-F", l.config, "--timeout", "30s", "--format", "json", "--accept-new", "gpu10", "gpu11")
 	var doc jsonDoc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func TestLabAcceptNew(t *testing.T) {
 	if len(doc.Hosts) != 2 || !doc.Hosts[0].OK || doc.Hosts[1].OK || doc.Hosts[1].Error.Kind != "host-key-changed" {
 		t.Fatalf("with --accept-new: %s", out)
 	}
-	out, _, code := cli(t, nil, "-F", l.config, "--timeout", "8s", "--format", "json", "gpu10")
+	out, _, code := cli(t, nil, "-F", l.config, "--timeout", "30s", "--format", "json", "gpu10")
 	if code != exitOK {
 		t.Errorf("second strict run: exit %d\n%s", code, out)
 	}
@@ -357,7 +357,7 @@ func cliWith(ctx context.Context, t *testing.T, stderrTTY bool, watch func(stder
 // Ctrl-C, and the progress line, against the real sshd lab.
 func TestLabOptions(t *testing.T) {
 	l := newLab(t)
-	base := []string{"-F", l.config, "--timeout", "8s", "--format", "json"}
+	base := []string{"-F", l.config, "--timeout", "30s", "--format", "json"}
 
 	t.Run("sudo", func(t *testing.T) {
 		if _, err := exec.LookPath("sudo"); err != nil {
@@ -431,7 +431,7 @@ func TestLabOptions(t *testing.T) {
 
 	t.Run("explain-host", func(t *testing.T) {
 		msg := fmt.Sprintf("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.50 GiB is free. Process %d has 54.00 GiB memory in use. Including non-PyTorch memory, this process has 23.00 GiB memory in use.", l.leftoverPID)
-		out, errOut, code := cli(t, nil, "explain", "-F", l.config, "--timeout", "8s", "--color", "never", "--host", "gpu07", msg)
+		out, errOut, code := cli(t, nil, "explain", "-F", l.config, "--timeout", "30s", "--color", "never", "--host", "gpu07", msg)
 		if code != exitFindings {
 			t.Errorf("exit %d, stderr %s", code, errOut)
 		}

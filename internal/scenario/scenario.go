@@ -33,6 +33,7 @@ type GPU struct {
 	UtilPct     int
 	Driver      string
 	MIG         string // "Disabled" when empty
+	Minor       *int   // minor_number (N of /dev/nvidiaN); the index when nil
 }
 
 // App is one compute-app row.
@@ -56,7 +57,7 @@ type SMI struct {
 	OldDriver bool
 }
 
-const gpuHeader = "index\tuuid\tname\tpci.bus_id\tmemory.total [MiB]\tmemory.used [MiB]\tmemory.free [MiB]\tutilization.gpu [%]\tcompute_mode\tdriver_version\tmemory.reserved [MiB]\tmig.mode.current"
+const gpuHeader = "index\tuuid\tname\tpci.bus_id\tmemory.total [MiB]\tmemory.used [MiB]\tmemory.free [MiB]\tutilization.gpu [%]\tcompute_mode\tdriver_version\tmemory.reserved [MiB]\tmig.mode.current\tminor_number"
 const appsHeader = "pid\tgpu_uuid\tused_memory [MiB]\tprocess_name"
 
 // fakeSMI selects the requested fields from a tab-separated table beside it and prints them
@@ -107,8 +108,12 @@ func WriteFakeSMI(dir string, s SMI) error {
 		if mig == "" {
 			mig = "Disabled"
 		}
-		fmt.Fprintf(&gpu, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\tDefault\t%s\t%d\t%s\n",
-			g.Index, g.UUID, g.Name, g.BusID, g.TotalMiB, g.UsedMiB, free, g.UtilPct, g.Driver, g.ReservedMiB, mig)
+		minor := g.Index
+		if g.Minor != nil {
+			minor = *g.Minor
+		}
+		fmt.Fprintf(&gpu, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\tDefault\t%s\t%d\t%s\t%d\n",
+			g.Index, g.UUID, g.Name, g.BusID, g.TotalMiB, g.UsedMiB, free, g.UtilPct, g.Driver, g.ReservedMiB, mig, minor)
 	}
 	apps.WriteString(appsHeader + "\n")
 	for _, a := range s.Apps {
