@@ -39,7 +39,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.replay, "replay", "", "diagnose saved captures: a capture file, or a directory of HOST.capture files")
 	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "deadline for each host's probe")
-	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show every host and process, not only those with findings")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "explain informational findings in full, and detail every host of a fleet")
 	o.out.addFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
