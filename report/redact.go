@@ -257,10 +257,11 @@ func (r *redactor) addrSpans(s string) []span {
 		return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 	}
 	// IPv6 (and IPv4-mapped): a run of hex digits, colons and dots with two colons or more
-	// that netip accepts, not inside a longer word.
+	// that netip accepts, not inside a longer word. An address right after a '-' is part of a
+	// name (and of our own placeholders: "user-1::0" must not become "user-ip-1").
 	for i := 0; i < len(s); {
 		c := s[i]
-		if !(isHex(c) || c == ':') || i > 0 && (isWordByte(s[i-1]) || s[i-1] == ':' || s[i-1] == '.') {
+		if !(isHex(c) || c == ':') || i > 0 && (isWordByte(s[i-1]) || s[i-1] == ':' || s[i-1] == '.' || s[i-1] == '-') {
 			i++
 			continue
 		}
@@ -278,7 +279,7 @@ func (r *redactor) addrSpans(s string) []span {
 	}
 	for _, m := range ipv4.FindAllStringIndex(s, -1) {
 		start, end := m[0], m[1]
-		if start > 0 && (isWordByte(s[start-1]) || s[start-1] == '.') ||
+		if start > 0 && (isWordByte(s[start-1]) || s[start-1] == '.' || s[start-1] == '-') ||
 			end < len(s) && (isWordByte(s[end]) || s[end] == '.' && end+1 < len(s) && isWordByte(s[end+1])) {
 			continue
 		}
