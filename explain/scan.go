@@ -361,3 +361,51 @@ func group(n int64) string {
 
 // round2 rounds to two decimals, as the messages print their numbers.
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// hitGroups folds one family's hits by key: the first hit of a key stands for the group and
+// the lines of every hit with that key are quoted with it. At most maxPerFamily groups are
+// kept; the lines of hits past that are counted as MoreLines of the last group.
+type hitGroups[T any] struct {
+	list     []*hitGroup[T]
+	byKey    map[string]*hitGroup[T]
+	overflow int
+}
+
+type hitGroup[T any] struct {
+	hit   T
+	lines lineSet
+}
+
+// add records the lines a hit rests on under key.
+func (gs *hitGroups[T]) add(key string, hit T, used []int) {
+	g := gs.byKey[key]
+	if g == nil {
+		if len(gs.list) >= maxPerFamily {
+			gs.overflow++
+			return
+		}
+		if gs.byKey == nil {
+			gs.byKey = map[string]*hitGroup[T]{}
+		}
+		g = &hitGroup[T]{hit: hit}
+		gs.byKey[key] = g
+		gs.list = append(gs.list, g)
+	}
+	for _, u := range used {
+		g.lines.add(u)
+	}
+}
+
+// found explains every group, in the order their keys first appeared.
+func (gs *hitGroups[T]) found(d *doc, explain func(T) Explanation) []found {
+	out := make([]found, 0, len(gs.list))
+	for k, g := range gs.list {
+		ex := explain(g.hit)
+		ex.Lines, ex.MoreLines = g.lines.quoted(d), g.lines.more
+		if k == len(gs.list)-1 {
+			ex.MoreLines += gs.overflow
+		}
+		out = append(out, found{first: g.lines.first(), ex: ex})
+	}
+	return out
+}

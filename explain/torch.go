@@ -153,13 +153,7 @@ func parseTorchLegacy(o *torchOOM, rest string) bool {
 }
 
 func explainTorchOOM(d *doc) []found {
-	type group struct {
-		o     torchOOM
-		lines lineSet
-	}
-	var groups []*group
-	byKey := map[string]*group{}
-	overflow := 0
+	var groups hitGroups[torchOOM]
 	for i, l := range d.lines {
 		j := strings.Index(l, torchAnchor)
 		if j < 0 {
@@ -171,30 +165,9 @@ func explainTorchOOM(d *doc) []found {
 			continue
 		}
 		key := torchKey(o)
-		g := byKey[key]
-		if g == nil {
-			if len(groups) >= maxPerFamily {
-				overflow++
-				continue
-			}
-			g = &group{o: o}
-			byKey[key] = g
-			groups = append(groups, g)
-		}
-		for _, u := range used {
-			g.lines.add(u)
-		}
+		groups.add(key, o, used)
 	}
-	out := make([]found, 0, len(groups))
-	for k, g := range groups {
-		ex := torchExplanation(g.o)
-		ex.Lines, ex.MoreLines = g.lines.quoted(d), g.lines.more
-		if k == len(groups)-1 {
-			ex.MoreLines += overflow
-		}
-		out = append(out, found{first: g.lines.first(), ex: ex})
-	}
-	return out
+	return groups.found(d, torchExplanation)
 }
 
 func torchKey(o torchOOM) string {

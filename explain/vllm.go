@@ -73,13 +73,7 @@ func parseVLLM(text, prefix string) (vllmHit, bool) {
 }
 
 func explainVLLM(d *doc) []found {
-	type group struct {
-		h     vllmHit
-		lines lineSet
-	}
-	var groups []*group
-	byKey := map[string]*group{}
-	overflow := 0
+	var groups hitGroups[vllmHit]
 	for i, l := range d.lines {
 		j := strings.Index(l, vllmAnchor)
 		if j < 0 {
@@ -94,30 +88,9 @@ func explainVLLM(d *doc) []found {
 			continue
 		}
 		key := fmt.Sprintf("%s|%g|%g|%g", h.device, h.free, h.total, h.util)
-		g := byKey[key]
-		if g == nil {
-			if len(groups) >= maxPerFamily {
-				overflow++
-				continue
-			}
-			g = &group{h: h}
-			byKey[key] = g
-			groups = append(groups, g)
-		}
-		for _, u := range used {
-			g.lines.add(u)
-		}
+		groups.add(key, h, used)
 	}
-	out := make([]found, 0, len(groups))
-	for k, g := range groups {
-		ex := vllmExplanation(g.h)
-		ex.Lines, ex.MoreLines = g.lines.quoted(d), g.lines.more
-		if k == len(groups)-1 {
-			ex.MoreLines += overflow
-		}
-		out = append(out, found{first: g.lines.first(), ex: ex})
-	}
-	return out
+	return groups.found(d, vllmExplanation)
 }
 
 // vllmMargin is taken off the largest utilization that fits: vLLM compares exact bytes with
