@@ -1,42 +1,14 @@
 package sshexec_test
 
 import (
-	"io"
-	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gputriage/gputriage/internal/sshtest"
 	"github.com/gputriage/gputriage/sshexec"
 )
-
-// hangUpInHandshake listens on 127.0.0.1, and for every connection sends an SSH banner, reads
-// what the client sends first, and hangs up: with a FIN, or with a RST (SO_LINGER 0).
-func hangUpInHandshake(t *testing.T, rst bool) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n")
-			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-			_, _ = c.Read(make([]byte, 4096))
-			if rst {
-				_ = c.(*net.TCPConn).SetLinger(0)
-			}
-			_ = c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // TestHangUpInHandshake: a host that hangs up after the version exchange is a handshake
 // failure of kind closed (FIN) or reset (RST), at once. x/crypto/ssh reports a reset that
@@ -53,7 +25,7 @@ func TestHangUpInHandshake(t *testing.T) {
 		rst   bool
 		kinds []string
 	}{{false, []string{sshexec.KindClosed, sshexec.KindReset}}, {true, []string{sshexec.KindReset, sshexec.KindClosed}}} {
-		port := hangUpInHandshake(t, tc.rst)
+		port := sshtest.HangUpInHandshake(t, tc.rst)
 		for range 10 {
 			start := time.Now()
 			r := run1(t, sshexec.Target{Name: "hangup", HostName: "127.0.0.1", Port: port, User: "ops"}, opts())

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -662,27 +661,7 @@ func TestHostileWire(t *testing.T) {
 	// closer reads the client's banner and key exchange offer, then hangs up: with a FIN
 	// (close) or, with SO_LINGER 0, a RST (reset).
 	closer := func(name string, rst bool, phase, kind string) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6\r\n")
-				_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-				_, _ = c.Read(make([]byte, 4096))
-				if rst {
-					_ = c.(*net.TCPConn).SetLinger(0)
-				}
-				_ = c.Close()
-			}
-		}()
-		l.host(name, "127.0.0.1", ln.Addr().(*net.TCPAddr).Port)
+		l.host(name, "127.0.0.1", sshtest.HangUpInHandshake(t, rst))
 		want[name] = [2]string{phase, kind}
 	}
 	// Which of closed and reset the client sees is a race on the wire: after a FIN its next
