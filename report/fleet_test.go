@@ -99,6 +99,9 @@ func checkGolden(t *testing.T, file, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", file)
 	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
 		}

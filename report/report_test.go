@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -52,24 +51,7 @@ func TestGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got := render(t, tt.f, tt.hosts, tt.o)
-			path := filepath.Join("testdata", tt.file)
-			if *update {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./report -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the golden file (go test ./report -update rewrites it); got:\n%s", path, got)
-			}
+			checkGolden(t, tt.file, render(t, tt.f, tt.hosts, tt.o))
 		})
 	}
 }
