@@ -365,7 +365,7 @@ func (h *host) busyFindings() []Finding {
 // memory the driver reserves, when nvidia-smi reports that.
 func cudaTotal(g *parse.GPU) int64 {
 	t := *g.MemoryTotalMiB
-	if g.MemoryReservedMiB != nil && *g.MemoryReservedMiB < t {
+	if g.MemoryReservedMiB != nil && *g.MemoryReservedMiB > 0 && *g.MemoryReservedMiB < t {
 		t -= *g.MemoryReservedMiB
 	}
 	return t

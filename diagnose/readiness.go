@@ -332,12 +332,9 @@ func allPass(vs []EngineVerdict) bool {
 }
 
 func (c *checker) rankGPU(g *parse.GPU) rankGPU {
-	r := rankGPU{index: g.Index, total: *g.MemoryTotalMiB, free: *g.MemoryFreeMiB, avail: *g.MemoryFreeMiB - c.job.ContextOverheadMiB}
-	if g.MemoryReservedMiB != nil && *g.MemoryReservedMiB > 0 && *g.MemoryReservedMiB < r.total {
-		r.reserved = *g.MemoryReservedMiB
-		r.total -= r.reserved
-	}
-	return r
+	total := cudaTotal(g)
+	return rankGPU{index: g.Index, total: total, reserved: *g.MemoryTotalMiB - total,
+		free: *g.MemoryFreeMiB, avail: *g.MemoryFreeMiB - c.job.ContextOverheadMiB}
 }
 
 // unusable says why a GPU cannot hold a rank, or "" when it can.
