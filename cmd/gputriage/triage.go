@@ -253,12 +253,8 @@ func diagnoseCapture(name string, raw []byte) report.Host {
 		return report.Host{Name: name, Capture: raw, Err: &report.HostError{Phase: "probe", Kind: "bad-output",
 			Message: fmt.Sprintf("the host's output is not a gputriage capture (%d bytes): %v", len(raw), err)}}
 	}
-	snap, err := parse.Parse(raw)
+	snap, err := parse.Parse(raw) // never nil: what could be read, and what could not
 	h := report.Host{Name: name, Snapshot: snap, Capture: raw}
-	if snap == nil {
-		h.Err = &report.HostError{Phase: "parse", Kind: "bad-capture", Message: err.Error()}
-		return h
-	}
 	if err != nil {
 		snap.Notes = append(snap.Notes, parse.Note{Code: "parse-error", Message: err.Error()})
 	}
