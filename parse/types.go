@@ -146,7 +146,10 @@ type Cgroup struct {
 	// Path is the unified (v2) path, or on v1 the name=systemd or first non-root path.
 	Path string
 	// Unit is the systemd unit (a .service or .scope) the process runs in, if any.
-	Unit string
+	// UserManagerUID is set when that unit belongs to a user's systemd manager (the path runs
+	// through user@UID.service): then Unit names user UID's unit, not a system unit.
+	Unit           string
+	UserManagerUID *int
 	// ContainerID and Runtime name the container (docker, containerd, cri-o, podman, lxc).
 	ContainerID string
 	Runtime     string
@@ -208,12 +211,15 @@ type ShmEntry struct {
 
 // Unit is one systemd unit's state from systemctl show.
 type Unit struct {
-	Name        string
-	LoadState   string
-	ActiveState string
-	SubState    string
-	Result      string
-	MainPID     *int
+	Name string
+	// UserManagerUID is nil for a unit of the system manager, and the user's uid for a unit
+	// whose state came from that user's manager (systemctl --user --machine=USER@).
+	UserManagerUID *int
+	LoadState      string
+	ActiveState    string
+	SubState       string
+	Result         string
+	MainPID        *int
 }
 
 // Note is a limitation of the probe on this host, with a stable code.
