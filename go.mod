@@ -6,7 +6,6 @@ require (
 	github.com/charmbracelet/lipgloss v1.1.0
 	github.com/charmbracelet/x/ansi v0.8.0
 	github.com/muesli/termenv v0.16.0
-	github.com/skeema/knownhosts v1.3.3
 	github.com/spf13/pflag v1.1.0
 	golang.org/x/crypto v0.59.0
 	golang.org/x/sync v0.25.0

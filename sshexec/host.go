@@ -15,7 +15,6 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/crypto/ssh"
-	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 )
 
 // hostRun is one host's trip through the phases. Everything it opens is tracked so that the
@@ -232,16 +231,7 @@ func (h *hostRun) handshake(conn net.Conn, hop Target, addr string, direct bool)
 	if dl, ok := h.hctx.Deadline(); ok {
 		_ = conn.SetDeadline(dl)
 	}
-	db := h.s.keys.db(hop.KnownHostsFiles)
-	h.note(db.notes...)
-	check := &hostKeyCheck{
-		keys:      h.s.keys,
-		db:        db,
-		target:    hop,
-		name:      xknownhosts.Normalize(lookupAddr(hop)),
-		acceptNew: h.s.o.AcceptNew || hop.AcceptNew,
-		direct:    direct,
-	}
+	check := h.s.keys.newCheck(hop, h.s.o.AcceptNew || hop.AcceptNew, direct)
 	offer := h.s.ids.offer(hop)
 	var allowed []string
 	offered := false
@@ -318,7 +308,7 @@ func (h *hostRun) noCommonHostKey(check *hostKeyCheck, err error) *Error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "HOST KEY CHANGED for %s (known_hosts name %s): the server offers none of the key types recorded for it (",
 		check.target.Name, check.name)
-	for i, k := range knownKeys(check) {
+	for i, k := range check.knownKeys() {
 		if i > 0 {
 			b.WriteString(", ")
 		}
@@ -327,26 +317,6 @@ func (h *hostRun) noCommonHostKey(check *hostKeyCheck, err error) *Error {
 	fmt.Fprintf(&b, "). Verify the host out of band before changing known_hosts. No option overrides this check (%v)", err)
 	return &Error{Phase: PhaseHostKey, Kind: KindHostKeyChanged, Hop: hop, Err: err, Message: b.String()}
 }
-
-// knownKeys lists the known_hosts entries for a hop, with file and line, by asking the callback
-// about a key that cannot match.
-func knownKeys(check *hostKeyCheck) []xknownhosts.KnownKey {
-	if check.db.db == nil {
-		return nil
-	}
-	err := check.db.db.HostKeyCallback()(lookupAddr(check.target), &net.TCPAddr{IP: net.IPv4zero}, impossibleKey{})
-	var ke *xknownhosts.KeyError
-	if errors.As(err, &ke) {
-		return ke.Want
-	}
-	return nil
-}
-
-type impossibleKey struct{}
-
-func (impossibleKey) Type() string                        { return "sshexec-none" }
-func (impossibleKey) Marshal() []byte                     { return []byte("sshexec-none") }
-func (impossibleKey) Verify([]byte, *ssh.Signature) error { return errors.New("no key") }
 
 // probe runs the command on one session and reads its output within the bounds.
 func (h *hostRun) probe(client *ssh.Client, res *Result) {

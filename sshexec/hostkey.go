@@ -1,7 +1,6 @@
 package sshexec
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 )
@@ -32,12 +30,13 @@ func AppendKnownHost(file, host string, port int, key ssh.PublicKey, hashed bool
 }
 
 // knownHostsName is the host field OpenSSH writes and looks up: "host" on port 22 (or 0),
-// "[host]:port" otherwise.
+// "[host]:port" otherwise, lower-cased as ssh lower-cases the host name.
 func knownHostsName(host string, port int) string {
-	if port == 0 {
-		port = 22
+	host = lowerASCII(host)
+	if port == 0 || port == 22 {
+		return host
 	}
-	return xknownhosts.Normalize(net.JoinHostPort(host, strconv.Itoa(port)))
+	return "[" + host + "]:" + strconv.Itoa(port)
 }
 
 // appendKnownHost writes one line for name and returns its line number in file.
@@ -80,44 +79,18 @@ func appendKnownHost(file, name string, key ssh.PublicKey, hashed bool) (int, er
 	return lineNo, nil
 }
 
-// fileIsHashed reports whether a known_hosts file already holds hashed host names, in which case
-// new entries are hashed too (the user evidently ran ssh-keygen -H or has HashKnownHosts yes).
-func fileIsHashed(file string) bool {
-	f, err := os.Open(file)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "@") { // @cert-authority / @revoked marker
-			if i := strings.IndexAny(line, " \t"); i >= 0 {
-				line = strings.TrimSpace(line[i:])
-			}
-		}
-		if strings.HasPrefix(line, "|1|") {
-			return true
-		}
-	}
-	return false
-}
-
-// hostKeys is the known_hosts state of one sweep: each distinct list of files parsed once, plus
-// the keys accepted during the sweep (AcceptNew), so that a host met twice (a shared jump host)
-// is recorded once and a second, different key for it is caught.
+// hostKeys is the known_hosts state of one sweep: every file any host or jump host names, read
+// once before the first host is dialled, plus the keys accepted during the sweep (accept-new),
+// so that a host met twice (a shared jump host) is recorded once and a second, different key for
+// it is caught.
 type hostKeys struct {
-	mu       sync.Mutex
-	dbs      map[string]*hostKeyDB
-	accepted map[string]acceptedKey // by known_hosts name
-}
+	files map[string]*knownHostsFile // nil for a file that does not exist; read-only once built
+	// acceptOff says why accept-new is off for the whole run ("" when it is not): a known_hosts
+	// file could not be read fully, so a host that looks new may be known there with another key.
+	acceptOff string
 
-type hostKeyDB struct {
-	once  sync.Once
-	db    *knownhosts.HostKeyDB
-	files []string // the files that exist and parse
-	notes []string // files skipped, and why
-	err   error
+	mu       sync.Mutex
+	accepted map[string]acceptedKey // by known_hosts name
 }
 
 type acceptedKey struct {
@@ -126,82 +99,163 @@ type acceptedKey struct {
 	line int
 }
 
-func newHostKeys() *hostKeys {
-	return &hostKeys{dbs: map[string]*hostKeyDB{}, accepted: map[string]acceptedKey{}}
+// newHostKeys reads the known_hosts files of every target and jump host. Like OpenSSH, a
+// missing file is no error; one that cannot be read fully is used as far as it was read, noted
+// on each host that names it, and turns accept-new off for the run.
+func newHostKeys(targets []Target) *hostKeys {
+	h := &hostKeys{files: map[string]*knownHostsFile{}, accepted: map[string]acceptedKey{}}
+	var walk func(t Target)
+	walk = func(t Target) {
+		for _, f := range knownHostsFiles(t) {
+			if _, done := h.files[f]; done {
+				continue
+			}
+			kf := readKnownHostsFile(f)
+			h.files[f] = kf
+			if kf != nil && kf.err != nil && h.acceptOff == "" {
+				h.acceptOff = fmt.Sprintf("known_hosts file %v", kf.err)
+			}
+		}
+		for _, hop := range t.Jump {
+			walk(hop)
+		}
+	}
+	for _, t := range targets {
+		walk(t)
+	}
+	return h
 }
 
-func (h *hostKeys) db(files []string) *hostKeyDB {
-	k := strings.Join(files, "\x00")
-	h.mu.Lock()
-	d := h.dbs[k]
-	if d == nil {
-		d = &hostKeyDB{}
-		h.dbs[k] = d
-	}
-	h.mu.Unlock()
-	d.once.Do(func() { d.load(files) })
-	return d
+// knownHostsFiles are the files a target's key is looked up in: user files, then global ones.
+func knownHostsFiles(t Target) []string {
+	return append(append([]string(nil), t.KnownHostsFiles...), t.GlobalKnownHostsFiles...)
 }
 
-// load parses the files that exist. Like OpenSSH, a missing file is no error; an unreadable or
-// unparsable one is skipped with a note rather than failing every host.
-func (d *hostKeyDB) load(files []string) {
-	for _, f := range files {
-		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if _, err := knownhosts.NewDB(f); err != nil {
-			d.notes = append(d.notes, fmt.Sprintf("known_hosts file skipped: %v", err))
-			continue
-		}
-		d.files = append(d.files, f)
+// readKnownHostsFile returns nil for a file that does not exist.
+func readKnownHostsFile(file string) *knownHostsFile {
+	fi, err := os.Stat(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return &knownHostsFile{err: fmt.Errorf("%s: %w", file, err)}
+	case fi.Mode()&(fs.ModeNamedPipe|fs.ModeSocket) != 0: // opening a FIFO would block
+		return &knownHostsFile{err: fmt.Errorf("%s: not a regular file", file)}
 	}
-	d.db, d.err = knownhosts.NewDB(d.files...)
+	f, err := os.Open(file)
+	if err != nil {
+		return &knownHostsFile{err: fmt.Errorf("%s: %w", file, err)}
+	}
+	defer f.Close()
+	kf := parseKnownHosts(f, file, maxKnownHostsBytes)
+	return &kf
 }
 
 // hostKeyCheck verifies one hop's host key. Its failure is kept in err, typed, because
 // NewClientConn flattens it into a string.
 type hostKeyCheck struct {
 	keys      *hostKeys
-	db        *hostKeyDB
-	target    Target // the hop being checked
-	name      string // known_hosts name looked up: alias, host or [host]:port
+	target    Target      // the hop being checked
+	name      string      // known_hosts name looked up: alias, host or [host]:port, lower-cased
+	bare      string      // the name without its port, also asked on a non-default port ("" if none)
+	entries   []knownHost // of the hop's files, user files first
+	files     []string    // the hop's files that exist
 	acceptNew bool
 	direct    bool // reached without a jump host (ssh-keyscan can reach it)
 
 	err   *Error
-	notes []string
+	notes []string // starts with the notes about the hop's files
+}
+
+func (h *hostKeys) newCheck(t Target, acceptNew, direct bool) *hostKeyCheck {
+	c := &hostKeyCheck{keys: h, target: t, acceptNew: acceptNew, direct: direct}
+	if t.HostKeyAlias != "" {
+		c.name = lowerASCII(t.HostKeyAlias)
+	} else {
+		c.name = knownHostsName(t.HostName, portOf(t))
+		if portOf(t) != 22 { // OpenSSH's "checking without port identifier"
+			c.bare = lowerASCII(t.HostName)
+		}
+	}
+	for _, f := range knownHostsFiles(t) {
+		kf := h.files[f]
+		if kf == nil {
+			continue
+		}
+		if kf.err != nil {
+			note := fmt.Sprintf("known_hosts file not read fully: %v", kf.err)
+			if acceptNew {
+				note += "; accept-new is off for this run"
+			}
+			c.notes = append(c.notes, note)
+		}
+		c.files = append(c.files, f)
+		c.entries = append(c.entries, kf.entries...)
+	}
+	return c
 }
 
 // lookupAddr is what ssh.NewClientConn receives as its address and hands to the callback:
-// HostKeyAlias replaces host and port, as in OpenSSH.
+// HostKeyAlias replaces host and port, as in OpenSSH. Certificate principals are checked
+// against its host part.
 func lookupAddr(t Target) string {
 	if t.HostKeyAlias != "" {
-		return net.JoinHostPort(t.HostKeyAlias, "22")
+		return net.JoinHostPort(lowerASCII(t.HostKeyAlias), "22")
 	}
-	return net.JoinHostPort(strings.ToLower(t.HostName), strconv.Itoa(portOf(t)))
+	return net.JoinHostPort(lowerASCII(t.HostName), strconv.Itoa(portOf(t)))
 }
 
+// algorithms are the host key algorithms known for the hop's name, so that the server offers a
+// key that can be checked; nil (any) when none is known.
 func (c *hostKeyCheck) algorithms() []string {
-	if c.db.db == nil {
-		return nil
+	var algos []string
+	seen := map[string]bool{}
+	for _, e := range c.entries {
+		if e.marker == markerRevoked || !e.matches(c.name) {
+			continue
+		}
+		for _, a := range algorithmsFor(e.key, e.marker == markerCA) {
+			if !seen[a] {
+				seen[a] = true
+				algos = append(algos, a)
+			}
+		}
 	}
-	algos := c.db.db.HostKeyAlgorithms(lookupAddr(c.target))
 	if len(algos) == 0 {
 		c.keys.mu.Lock()
 		if a, ok := c.keys.accepted[c.name]; ok {
-			algos = algorithmsFor(a.key)
+			algos = algorithmsFor(a.key, false)
 		}
 		c.keys.mu.Unlock()
 	}
 	return algos
 }
 
-func algorithmsFor(key ssh.PublicKey) []string {
-	if key.Type() == ssh.KeyAlgoRSA {
-		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+func algorithmsFor(key ssh.PublicKey, ca bool) []string {
+	t := key.Type()
+	if !ca {
+		if t == ssh.KeyAlgoRSA {
+			return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+		}
+		return []string{t}
 	}
-	return []string{key.Type()}
+	switch t {
+	case ssh.KeyAlgoRSA:
+		return []string{ssh.CertAlgoRSASHA512v01, ssh.CertAlgoRSASHA256v01, ssh.CertAlgoRSAv01}
+	case ssh.KeyAlgoED25519:
+		return []string{ssh.CertAlgoED25519v01}
+	case ssh.KeyAlgoECDSA256:
+		return []string{ssh.CertAlgoECDSA256v01}
+	case ssh.KeyAlgoECDSA384:
+		return []string{ssh.CertAlgoECDSA384v01}
+	case ssh.KeyAlgoECDSA521:
+		return []string{ssh.CertAlgoECDSA521v01}
+	case ssh.KeyAlgoSKED25519:
+		return []string{ssh.CertAlgoSKED25519v01}
+	case ssh.KeyAlgoSKECDSA256:
+		return []string{ssh.CertAlgoSKECDSA256v01}
+	}
+	return nil
 }
 
 func (c *hostKeyCheck) callback(hostname string, remote net.Addr, key ssh.PublicKey) error {
@@ -213,29 +267,90 @@ func (c *hostKeyCheck) callback(hostname string, remote net.Addr, key ssh.Public
 	return nil
 }
 
+// check decides as OpenSSH's check_host_key does: a key recorded for the name is accepted;
+// other keys recorded for it, of any type, make it a changed key; with none, on a non-default
+// port, the key recorded for the bare host name is accepted too; otherwise the host is new.
 func (c *hostKeyCheck) check(hostname string, remote net.Addr, key ssh.PublicKey) *Error {
-	if c.db.err != nil {
-		return &Error{Phase: PhaseHostKey, Kind: KindConfig, Err: c.db.err,
-			Message: fmt.Sprintf("cannot read known_hosts: %v", c.db.err)}
+	if r := c.revoked(key); r != nil {
+		return &Error{Phase: PhaseHostKey, Kind: KindRevoked, Err: &xknownhosts.RevokedError{Revoked: *r}, Message: fmt.Sprintf(
+			"host key for %s (%s %s) is marked @revoked at %s:%d; refusing to connect",
+			c.target.Name, key.Type(), Fingerprint(key), r.Filename, r.Line)}
 	}
-	err := c.db.db.HostKeyCallback()(hostname, remote, key)
-	if err == nil {
+	if cert, ok := key.(*ssh.Certificate); ok {
+		cc := ssh.CertChecker{
+			IsHostAuthority: func(auth ssh.PublicKey, _ string) bool { return c.isAuthority(auth) },
+			IsRevoked:       func(cert *ssh.Certificate) bool { return c.revoked(cert.SignatureKey) != nil },
+		}
+		if err := cc.CheckHostKey(hostname, remote, cert); err != nil {
+			return &Error{Phase: PhaseHostKey, Kind: KindHostCert, Err: err, Message: fmt.Sprintf(
+				"host certificate for %s not accepted: %v", c.target.Name, err)}
+		}
 		return nil
 	}
-	var keyErr *xknownhosts.KeyError
-	var revoked *xknownhosts.RevokedError
-	switch {
-	case errors.As(err, &revoked):
-		return &Error{Phase: PhaseHostKey, Kind: KindRevoked, Err: err, Message: fmt.Sprintf(
-			"host key for %s (%s %s) is marked @revoked at %s:%d; refusing to connect",
-			c.target.Name, key.Type(), Fingerprint(key), revoked.Revoked.Filename, revoked.Revoked.Line)}
-	case errors.As(err, &keyErr) && len(keyErr.Want) > 0:
-		return c.changed(err, key, keyErr.Want)
-	case errors.As(err, &keyErr):
-		return c.unknown(err, key)
+	want, ok := c.known(c.name, key)
+	if !ok && len(want) == 0 && c.bare != "" {
+		_, ok = c.known(c.bare, key)
 	}
-	return &Error{Phase: PhaseHostKey, Kind: KindHostCert, Err: err, Message: fmt.Sprintf(
-		"host certificate for %s not accepted: %v", c.target.Name, err)}
+	switch {
+	case ok:
+		return nil
+	case len(want) > 0:
+		return c.changed(&xknownhosts.KeyError{Want: want}, key, want)
+	}
+	return c.unknown(&xknownhosts.KeyError{}, key)
+}
+
+// known looks key up under name among the plain entries: ok when one holds it; otherwise want
+// lists the entries for name, which hold other keys.
+func (c *hostKeyCheck) known(name string, key ssh.PublicKey) (want []xknownhosts.KnownKey, ok bool) {
+	for _, e := range c.entries {
+		if e.marker != "" || !e.matches(name) {
+			continue
+		}
+		if bytes.Equal(e.key.Marshal(), key.Marshal()) {
+			return nil, true
+		}
+		want = append(want, xknownhosts.KnownKey{Key: e.key, Filename: e.file, Line: e.line})
+	}
+	return want, false
+}
+
+// knownKeys lists every entry for the hop's name, certificate authorities included, for the
+// message about a server that offers none of their key types.
+func (c *hostKeyCheck) knownKeys() []xknownhosts.KnownKey {
+	var out []xknownhosts.KnownKey
+	for _, e := range c.entries {
+		if e.marker != markerRevoked && e.matches(c.name) {
+			out = append(out, xknownhosts.KnownKey{Key: e.key, Filename: e.file, Line: e.line})
+		}
+	}
+	return out
+}
+
+func (c *hostKeyCheck) isAuthority(auth ssh.PublicKey) bool {
+	for _, e := range c.entries {
+		if e.marker == markerCA && bytes.Equal(e.key.Marshal(), auth.Marshal()) &&
+			(e.matches(c.name) || c.bare != "" && e.matches(c.bare)) {
+			return true
+		}
+	}
+	return false
+}
+
+// revoked finds a @revoked entry for key (or the key a certificate certifies) in any of the
+// hop's files, whatever its host field: stricter than OpenSSH, which applies the line to the
+// hosts it names only.
+func (c *hostKeyCheck) revoked(key ssh.PublicKey) *xknownhosts.KnownKey {
+	blob := key.Marshal()
+	if cert, ok := key.(*ssh.Certificate); ok {
+		blob = cert.Key.Marshal()
+	}
+	for _, e := range c.entries {
+		if e.marker == markerRevoked && bytes.Equal(e.key.Marshal(), blob) {
+			return &xknownhosts.KnownKey{Key: e.key, Filename: e.file, Line: e.line}
+		}
+	}
+	return nil
 }
 
 func (c *hostKeyCheck) changed(err error, key ssh.PublicKey, want []xknownhosts.KnownKey) *Error {
@@ -267,8 +382,9 @@ func (c *hostKeyCheck) unknown(err error, key ssh.PublicKey) *Error {
 	if len(c.target.KnownHostsFiles) > 0 {
 		file = c.target.KnownHostsFiles[0]
 	}
-	if c.acceptNew && file != "" {
-		line, werr := appendKnownHost(file, c.name, key, fileIsHashed(file))
+	if c.acceptNew && file != "" && c.keys.acceptOff == "" {
+		hashed := c.keys.files[file] != nil && c.keys.files[file].hashed
+		line, werr := appendKnownHost(file, c.name, key, hashed)
 		if werr == nil {
 			c.keys.accepted[c.name] = acceptedKey{key: key, file: file, line: line}
 			c.notes = append(c.notes, fmt.Sprintf("accepted new host key for %s (%s %s), recorded at %s:%d",
@@ -278,29 +394,35 @@ func (c *hostKeyCheck) unknown(err error, key ssh.PublicKey) *Error {
 		c.notes = append(c.notes, fmt.Sprintf("could not record new host key: %v", werr))
 	}
 	where := "in no known_hosts file"
-	if len(c.db.files) > 0 {
-		where = "in none of " + strings.Join(c.db.files, ", ")
+	if len(c.files) > 0 {
+		where = "in none of " + strings.Join(c.files, ", ")
 	}
-	var trust string
+	msg := fmt.Sprintf("unknown host key for %s: %s offered %s key %s, which is %s; %s",
+		c.target.Name, c.name, key.Type(), Fingerprint(key), where, c.trustAdvice(file, key))
+	if c.acceptNew && c.keys.acceptOff != "" {
+		msg += fmt.Sprintf(" (accept-new is off for this run: %s)", c.keys.acceptOff)
+	}
+	return &Error{Phase: PhaseHostKey, Kind: KindUnknownHostKey, Err: err, Message: msg}
+}
+
+// trustAdvice says how to trust an unknown key after verifying it.
+func (c *hostKeyCheck) trustAdvice(file string, key ssh.PublicKey) string {
 	switch {
 	case file == "":
-		trust = "no known_hosts file is configured to record it in"
+		return "no known_hosts file is configured to record it in (UserKnownHostsFile none)"
 	case c.direct && c.target.HostKeyAlias == "":
 		args := []string{"ssh-keyscan", "-t", keyscanType(key)}
 		if p := portOf(c.target); p != 22 {
 			args = append(args, "-p", strconv.Itoa(p))
 		}
 		args = append(args, shellQuote(c.target.HostName))
-		trust = fmt.Sprintf("verify that fingerprint out of band, then trust it with: %s >> %s (or rerun with --accept-new)",
+		return fmt.Sprintf("verify that fingerprint out of band, then trust it with: %s >> %s (or rerun with --accept-new)",
 			strings.Join(args, " "), shellQuote(file))
-	default: // keyscan cannot reach it through a jump host, nor write the alias: give the line
-		line := c.name + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
-		trust = fmt.Sprintf("verify that fingerprint out of band, then trust it with: echo %s >> %s (or rerun with --accept-new)",
-			shellQuote(line), shellQuote(file))
 	}
-	return &Error{Phase: PhaseHostKey, Kind: KindUnknownHostKey, Err: err, Message: fmt.Sprintf(
-		"unknown host key for %s: %s offered %s key %s, which is %s; %s",
-		c.target.Name, c.name, key.Type(), Fingerprint(key), where, trust)}
+	// keyscan cannot reach it through a jump host, nor write the alias: give the line
+	line := c.name + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(key)))
+	return fmt.Sprintf("verify that fingerprint out of band, then trust it with: echo %s >> %s (or rerun with --accept-new)",
+		shellQuote(line), shellQuote(file))
 }
 
 func keyscanType(key ssh.PublicKey) string {

@@ -36,12 +36,15 @@ type Target struct {
 	IdentityFiles   []string      // tried in order after the agent's keys; missing files are skipped silently
 	IdentitiesOnly  bool          // offer only agent keys that match an identity file
 	Jump            []Target      // ProxyJump chain, outermost first; each hop fully resolved
-	KnownHostsFiles []string      // user files first, then global; AcceptNew records in the first
+	KnownHostsFiles []string      // the user's files (UserKnownHostsFile); AcceptNew records in the first
 	HostKeyAlias    string        // name to look up in known_hosts instead of HostName[:Port]
 	ConnectTimeout  time.Duration // TCP connect only; 0 = Options.ConnectTimeout
 	// AcceptNew is StrictHostKeyChecking=accept-new for this host alone (Options.AcceptNew
 	// applies it to all). It never overrides a changed key.
 	AcceptNew bool
+
+	// GlobalKnownHostsFiles are looked up after KnownHostsFiles and never written.
+	GlobalKnownHostsFiles []string
 }
 
 // Options configure a sweep.
@@ -58,7 +61,8 @@ type Options struct {
 	// It is only asked to list and to sign: agent forwarding is never requested.
 	Agent agent.Agent
 	// AcceptNew records unknown host keys in the first known_hosts file of the target (hashed if
-	// that file already holds hashed entries) like StrictHostKeyChecking=accept-new.
+	// that file already holds hashed entries) like StrictHostKeyChecking=accept-new. It is off
+	// for the whole sweep when some known_hosts file could not be read fully.
 	AcceptNew bool
 	// Passphrase is asked, once per file and before any host is dialled, for an encrypted
 	// identity file that the agent does not hold. nil: such files are skipped with a note.
@@ -99,7 +103,7 @@ func Run(ctx context.Context, targets []Target, o Options) []Result {
 	o = o.withDefaults()
 	s := &sweep{
 		o:        o,
-		keys:     newHostKeys(),
+		keys:     newHostKeys(targets),
 		ids:      loadIdentities(o.Agent, o.Passphrase, targets),
 		progress: newProgress(targets, o.Progress),
 	}

@@ -199,8 +199,12 @@ func TestHostKeys(t *testing.T) {
 				return []string{sshexec.Fingerprint(ed.PublicKey()), "ssh-ed25519",
 					fmt.Sprintf("ssh-keyscan -t ed25519 -p %d 127.0.0.1 >> ", s.Port()), "--accept-new"}
 			}},
-		{name: "entry for port 22 does not match another port", hostKeys: []ssh.Signer{ed},
-			known: func(s *sshtest.Server) string { return sshtest.KnownHostsLine("127.0.0.1", ed.PublicKey()) },
+		// OpenSSH's "checking without port identifier": on another port, the bare host's entry
+		// vouches for the key it holds, and only for that key.
+		{name: "entry without port holding the key matches another port", hostKeys: []ssh.Signer{ed},
+			known: func(s *sshtest.Server) string { return sshtest.KnownHostsLine("127.0.0.1", ed.PublicKey()) }},
+		{name: "entry without port holding another key leaves another port unknown", hostKeys: []ssh.Signer{ed},
+			known: func(s *sshtest.Server) string { return sshtest.KnownHostsLine("127.0.0.1", other.PublicKey()) },
 			phase: sshexec.PhaseHostKey, kind: sshexec.KindUnknownHostKey},
 		{name: "changed key", hostKeys: []ssh.Signer{ed},
 			known: func(s *sshtest.Server) string {
@@ -317,6 +321,44 @@ func TestAcceptNew(t *testing.T) {
 			// A second, strict run trusts the recorded key.
 			wantOK(t, run1(t, tg, opts()))
 		})
+	}
+}
+
+// TestAcceptNewRefused: accept-new records nothing when there is no user file to record in
+// (UserKnownHostsFile none: the global files are never written), and nothing anywhere in a sweep
+// where some known_hosts file could not be read fully, since that file may hold another key.
+func TestAcceptNewRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.server(sshtest.Config{})
+	global := filepath.Join(e.dir, "global_known_hosts")
+	writeFile(t, global, []byte("# nothing here\n"))
+	o := opts()
+	o.AcceptNew = true
+
+	noUser := e.target(s)
+	noUser.KnownHostsFiles, noUser.GlobalKnownHostsFiles = nil, []string{global}
+	wantErr(t, run1(t, noUser, o), sshexec.PhaseHostKey, sshexec.KindUnknownHostKey, "no known_hosts file is configured to record it in")
+	if b, _ := os.ReadFile(global); string(b) != "# nothing here\n" {
+		t.Errorf("the global file was written:\n%s", b)
+	}
+
+	unreadable := filepath.Join(e.dir, "kh.d") // a directory: opens, then fails to read
+	if err := os.Mkdir(unreadable, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	broken := e.target(s)
+	broken.Name = "broken"
+	broken.GlobalKnownHostsFiles = []string{unreadable}
+	rs := sshexec.Run(context.Background(), []sshexec.Target{e.target(s), broken}, o)
+	for _, r := range rs {
+		wantErr(t, r, sshexec.PhaseHostKey, sshexec.KindUnknownHostKey, "accept-new is off for this run", unreadable)
+	}
+	if n := strings.Join(rs[1].Notes, "\n"); !strings.Contains(n, "not read fully") || !strings.Contains(n, unreadable) {
+		t.Errorf("notes of the host that reads the file: %q", n)
+	}
+	if _, err := os.Stat(e.known); err == nil {
+		t.Errorf("a host key was recorded while a known_hosts file could not be read")
 	}
 }
 

@@ -1,0 +1,216 @@
+package sshexec
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha1"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// This file reads known_hosts files and matches host names against them the way OpenSSH's
+// hostfile.c and match.c do, because "as strict as ssh" is only true if the same file means the
+// same thing to both: lines of any length, host patterns compared case-insensitively against a
+// lower-cased name, hashed names hashed from that lower-cased name, "!" negation, "*" and "?"
+// wildcards over the whole "[host]:port" string. golang.org/x/crypto/ssh/knownhosts differs on
+// each of these (a 64 KiB line limit that drops the rest of the file, case-sensitive patterns,
+// wildcards that never match another port).
+
+// maxKnownHostsBytes bounds how much of one known_hosts file is read; a million hashed entries
+// take about 150 MiB. A longer file is read up to the bound and counts as not read fully.
+const maxKnownHostsBytes = 256 << 20
+
+const (
+	markerCA      = "@cert-authority"
+	markerRevoked = "@revoked"
+)
+
+// knownHost is one usable known_hosts line.
+type knownHost struct {
+	marker string // "", markerCA or markerRevoked
+	hosts  string // the host field as written: a pattern list, or one "|1|salt|hash"
+	key    ssh.PublicKey
+	file   string
+	line   int
+}
+
+// knownHostsFile is what one file holds.
+type knownHostsFile struct {
+	entries []knownHost
+	hashed  bool  // some host field is hashed: new entries are hashed too
+	err     error // why the file was not read fully (entries hold what was); nil if it was
+}
+
+// parseKnownHosts reads r, at most limit bytes, line by line whatever the line length. Lines
+// that are not entries (comments, blanks, unknown markers, bad keys) are skipped, as OpenSSH
+// skips them. err is set when r could not be read to its end; entries then hold the lines read
+// before that point.
+func parseKnownHosts(r io.Reader, file string, limit int64) knownHostsFile {
+	var kf knownHostsFile
+	br := bufio.NewReader(io.LimitReader(r, limit+1))
+	var read int64
+	for n := 1; ; n++ {
+		line, err := br.ReadBytes('\n')
+		read += int64(len(line))
+		if read > limit {
+			kf.err = fmt.Errorf("%s is larger than %d MiB; only the lines before that were read", file, limit>>20)
+			return kf
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			var pe *fs.PathError
+			if errors.As(err, &pe) { // it names the file again
+				err = pe.Err
+			}
+			kf.err = fmt.Errorf("%s: reading line %d: %w", file, n, err)
+			return kf
+		}
+		if e, ok := parseKnownHostsLine(line); ok {
+			e.file, e.line = file, n
+			kf.hashed = kf.hashed || strings.HasPrefix(e.hosts, "|")
+			kf.entries = append(kf.entries, e)
+		}
+		if err != nil {
+			return kf
+		}
+	}
+}
+
+// parseKnownHostsLine parses "[marker] hosts keytype base64 [comment]".
+func parseKnownHostsLine(line []byte) (knownHost, bool) {
+	var e knownHost
+	rest := bytes.TrimLeft(bytes.TrimRight(line, "\r\n"), " \t")
+	if len(rest) == 0 || rest[0] == '#' {
+		return e, false
+	}
+	if rest[0] == '@' {
+		var m []byte
+		m, rest = nextField(rest)
+		switch string(m) {
+		case markerCA, markerRevoked:
+			e.marker = string(m)
+		default:
+			return e, false
+		}
+	}
+	var hosts, typ, blob []byte
+	hosts, rest = nextField(rest)
+	typ, rest = nextField(rest)
+	blob, _ = nextField(rest)
+	if len(hosts) == 0 || len(blob) == 0 {
+		return e, false
+	}
+	raw, err := base64.StdEncoding.DecodeString(string(blob))
+	if err != nil {
+		return e, false
+	}
+	key, err := ssh.ParsePublicKey(raw)
+	if err != nil || key.Type() != string(typ) {
+		return e, false
+	}
+	e.hosts, e.key = string(hosts), key
+	return e, true
+}
+
+// nextField splits off the first space- or tab-separated field.
+func nextField(b []byte) (field, rest []byte) {
+	i := bytes.IndexAny(b, " \t")
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], bytes.TrimLeft(b[i:], " \t")
+}
+
+// matches reports whether the entry's host field names host, a lower-cased known_hosts name
+// ("host" or "[host]:port").
+func (e knownHost) matches(host string) bool {
+	if strings.HasPrefix(e.hosts, "|") {
+		return hashedHostMatches(e.hosts, host)
+	}
+	return matchHostList(host, e.hosts)
+}
+
+// hashedHostMatches is OpenSSH's match_maybe_hashed for a "|1|salt|hash" field: the field must
+// be exactly what hashing host with its salt writes.
+func hashedHostMatches(field, host string) bool {
+	rest, ok := strings.CutPrefix(field, "|1|")
+	if !ok {
+		return false
+	}
+	salt64, _, ok := strings.Cut(rest, "|")
+	if !ok {
+		return false
+	}
+	salt, err := base64.StdEncoding.DecodeString(salt64)
+	if err != nil || len(salt) != sha1.Size {
+		return false
+	}
+	mac := hmac.New(sha1.New, salt)
+	mac.Write([]byte(host))
+	want := "|1|" + base64.StdEncoding.EncodeToString(salt) + "|" + base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	return hmac.Equal([]byte(field), []byte(want))
+}
+
+// matchHostList is OpenSSH's match_hostname: a comma-separated list of patterns, each
+// lower-cased; a matching "!pattern" vetoes the line; a pattern of 1023 bytes or more fails
+// the whole list.
+func matchHostList(host, list string) bool {
+	positive := false
+	for _, p := range strings.Split(list, ",") {
+		negated := strings.HasPrefix(p, "!")
+		p = strings.TrimPrefix(p, "!")
+		if len(p) >= 1023 {
+			return false
+		}
+		if matchPattern(host, lowerASCII(p)) {
+			if negated {
+				return false
+			}
+			positive = true
+		}
+	}
+	return positive
+}
+
+// lowerASCII lower-cases A-Z only, byte by byte, as OpenSSH's tolower does in the C locale.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+// matchPattern is OpenSSH's match_pattern: "*" matches any run of bytes, "?" any one byte, all
+// else itself. It backtracks to the last "*" only, so it takes O(len(s)*len(p)) at worst.
+func matchPattern(s, p string) bool {
+	si, pi := 0, 0
+	star, mark := -1, 0
+	for si < len(s) {
+		switch {
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, si
+			pi++
+		case pi < len(p) && (p[pi] == '?' || p[pi] == s[si]):
+			si++
+			pi++
+		case star >= 0:
+			mark++
+			si, pi = mark, star+1
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
+}
