@@ -205,7 +205,8 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 		h.User = c.user.v
 	}
 	h.IdentitiesOnly = c.identitiesOnly.v
-	h.HostKeyAlias = c.hostKeyAlias.v
+	// ssh lower-cases the alias (its known_hosts lookups and %k with it), as it does HostName.
+	h.HostKeyAlias = strings.ToLower(c.hostKeyAlias.v)
 	h.StrictHostKeyChecking = "ask"
 	if c.strict.ok {
 		h.StrictHostKeyChecking = c.strict.v

@@ -384,10 +384,13 @@ Host pj
 Host none
   UserKnownHostsFile none
   GlobalKnownHostsFile none
+Host mixed
+  HostKeyAlias GPU-Cluster.Example
+  UserKnownHostsFile ~/.ssh/kh_%k
 Host *
   UserKnownHostsFile ~/.ssh/ignored
 `,
-		aliases: []string{"two", "none", "other"},
+		aliases: []string{"two", "none", "other", "mixed"},
 	},
 	{
 		name: "syntax variants",
