@@ -131,7 +131,7 @@ func (o *sshOptions) target(r resolved) sshexec.Target {
 	conv = func(h sshconf.Host, name string) sshexec.Target {
 		t := sshexec.Target{Name: name, HostName: h.HostName, Port: h.Port, User: h.User,
 			IdentityFiles: h.IdentityFiles, IdentitiesOnly: h.IdentitiesOnly,
-			KnownHostsFiles: h.KnownHostsFiles(), HostKeyAlias: h.HostKeyAlias,
+			KnownHostsFiles: h.UserKnownHostsFiles, GlobalKnownHostsFiles: h.GlobalKnownHostsFiles, HostKeyAlias: h.HostKeyAlias,
 			ConnectTimeout: h.ConnectTimeout,
 			// "no" and "ask" are not honored: a sweep never skips the check and never prompts.
 			AcceptNew: o.acceptNew || h.StrictHostKeyChecking == "accept-new"}
