@@ -155,11 +155,15 @@ func readKnownHostsFile(file string) *knownHostsFile {
 // NewClientConn flattens it into a string.
 type hostKeyCheck struct {
 	keys      *hostKeys
-	target    Target      // the hop being checked
-	name      string      // known_hosts name looked up: alias, host or [host]:port, lower-cased
-	bare      string      // the name without its port, also asked on a non-default port ("" if none)
-	entries   []knownHost // of the hop's files, user files first
-	files     []string    // the hop's files that exist
+	target    Target            // the hop being checked
+	name      string            // known_hosts name looked up: alias, host or [host]:port, lower-cased
+	bare      string            // the name without its port, also asked on a non-default port ("" if none)
+	kfs       []*knownHostsFile // the hop's files that exist, user files first
+	files     []string          // their names
+	entries   []knownHost       // their entries for name, @revoked ones aside
+	revokedBy []knownHost       // their @revoked entries, whatever host they name
+	bareDone  bool
+	bareOnes  []knownHost // their entries for bare, once asked
 	acceptNew bool
 	direct    bool // reached without a jump host (ssh-keyscan can reach it)
 
@@ -190,9 +194,34 @@ func (h *hostKeys) newCheck(t Target, acceptNew, direct bool) *hostKeyCheck {
 			c.notes = append(c.notes, note)
 		}
 		c.files = append(c.files, f)
-		c.entries = append(c.entries, kf.entries...)
+		c.kfs = append(c.kfs, kf)
+		for _, e := range kf.entries { // once per hop: a hashed entry costs an HMAC to match
+			switch {
+			case e.marker == markerRevoked:
+				c.revokedBy = append(c.revokedBy, e)
+			case e.matches(c.name):
+				c.entries = append(c.entries, e)
+			}
+		}
 	}
 	return c
+}
+
+// bareEntries are the entries for the bare host name, looked for only when needed (OpenSSH's
+// retry without the port).
+func (c *hostKeyCheck) bareEntries() []knownHost {
+	if c.bare == "" || c.bareDone {
+		return c.bareOnes
+	}
+	c.bareDone = true
+	for _, kf := range c.kfs {
+		for _, e := range kf.entries {
+			if e.marker != markerRevoked && e.matches(c.bare) {
+				c.bareOnes = append(c.bareOnes, e)
+			}
+		}
+	}
+	return c.bareOnes
 }
 
 // lookupAddr is what ssh.NewClientConn receives as its address and hands to the callback:
@@ -211,9 +240,6 @@ func (c *hostKeyCheck) algorithms() []string {
 	var algos []string
 	seen := map[string]bool{}
 	for _, e := range c.entries {
-		if e.marker == markerRevoked || !e.matches(c.name) {
-			continue
-		}
 		for _, a := range algorithmsFor(e.key, e.marker == markerCA) {
 			if !seen[a] {
 				seen[a] = true
@@ -287,9 +313,9 @@ func (c *hostKeyCheck) check(hostname string, remote net.Addr, key ssh.PublicKey
 		}
 		return nil
 	}
-	want, ok := c.known(c.name, key)
-	if !ok && len(want) == 0 && c.bare != "" {
-		_, ok = c.known(c.bare, key)
+	want, ok := known(c.entries, key)
+	if !ok && len(want) == 0 {
+		_, ok = known(c.bareEntries(), key)
 	}
 	switch {
 	case ok:
@@ -300,11 +326,11 @@ func (c *hostKeyCheck) check(hostname string, remote net.Addr, key ssh.PublicKey
 	return c.unknown(&xknownhosts.KeyError{}, key)
 }
 
-// known looks key up under name among the plain entries: ok when one holds it; otherwise want
-// lists the entries for name, which hold other keys.
-func (c *hostKeyCheck) known(name string, key ssh.PublicKey) (want []xknownhosts.KnownKey, ok bool) {
-	for _, e := range c.entries {
-		if e.marker != "" || !e.matches(name) {
+// known looks key up among the plain entries for a name: ok when one holds it; otherwise want
+// lists those entries, which hold other keys.
+func known(entries []knownHost, key ssh.PublicKey) (want []xknownhosts.KnownKey, ok bool) {
+	for _, e := range entries {
+		if e.marker != "" {
 			continue
 		}
 		if bytes.Equal(e.key.Marshal(), key.Marshal()) {
@@ -320,18 +346,17 @@ func (c *hostKeyCheck) known(name string, key ssh.PublicKey) (want []xknownhosts
 func (c *hostKeyCheck) knownKeys() []xknownhosts.KnownKey {
 	var out []xknownhosts.KnownKey
 	for _, e := range c.entries {
-		if e.marker != markerRevoked && e.matches(c.name) {
-			out = append(out, xknownhosts.KnownKey{Key: e.key, Filename: e.file, Line: e.line})
-		}
+		out = append(out, xknownhosts.KnownKey{Key: e.key, Filename: e.file, Line: e.line})
 	}
 	return out
 }
 
 func (c *hostKeyCheck) isAuthority(auth ssh.PublicKey) bool {
-	for _, e := range c.entries {
-		if e.marker == markerCA && bytes.Equal(e.key.Marshal(), auth.Marshal()) &&
-			(e.matches(c.name) || c.bare != "" && e.matches(c.bare)) {
-			return true
+	for _, es := range [][]knownHost{c.entries, c.bareEntries()} {
+		for _, e := range es {
+			if e.marker == markerCA && bytes.Equal(e.key.Marshal(), auth.Marshal()) {
+				return true
+			}
 		}
 	}
 	return false
@@ -345,8 +370,8 @@ func (c *hostKeyCheck) revoked(key ssh.PublicKey) *xknownhosts.KnownKey {
 	if cert, ok := key.(*ssh.Certificate); ok {
 		blob = cert.Key.Marshal()
 	}
-	for _, e := range c.entries {
-		if e.marker == markerRevoked && bytes.Equal(e.key.Marshal(), blob) {
+	for _, e := range c.revokedBy {
+		if bytes.Equal(e.key.Marshal(), blob) {
 			return &xknownhosts.KnownKey{Key: e.key, Filename: e.file, Line: e.line}
 		}
 	}

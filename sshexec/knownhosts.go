@@ -36,6 +36,8 @@ const (
 type knownHost struct {
 	marker string // "", markerCA or markerRevoked
 	hosts  string // the host field as written: a pattern list, or one "|1|salt|hash"
+	salt   []byte // of a hashed field that can match, decoded once
+	sum    []byte
 	key    ssh.PublicKey
 	file   string
 	line   int
@@ -115,6 +117,9 @@ func parseKnownHostsLine(line []byte) (knownHost, bool) {
 		return e, false
 	}
 	e.hosts, e.key = string(hosts), key
+	if hosts[0] == '|' {
+		e.salt, e.sum, _ = decodeHashed(e.hosts)
+	}
 	return e, true
 }
 
@@ -131,30 +136,43 @@ func nextField(b []byte) (field, rest []byte) {
 // ("host" or "[host]:port").
 func (e knownHost) matches(host string) bool {
 	if strings.HasPrefix(e.hosts, "|") {
-		return hashedHostMatches(e.hosts, host)
+		return e.salt != nil && hashedMatches(e.salt, e.sum, host)
 	}
 	return matchHostList(host, e.hosts)
 }
 
-// hashedHostMatches is OpenSSH's match_maybe_hashed for a "|1|salt|hash" field: the field must
-// be exactly what hashing host with its salt writes.
-func hashedHostMatches(field, host string) bool {
+// decodeHashed splits a "|1|salt|hash" field. ok only when the field is exactly what OpenSSH
+// writes for that salt and hash (canonical base64 of 20 bytes each): OpenSSH compares the whole
+// field with the one it computes, so no other form can ever match.
+func decodeHashed(field string) (salt, sum []byte, ok bool) {
 	rest, ok := strings.CutPrefix(field, "|1|")
 	if !ok {
-		return false
+		return nil, nil, false
 	}
-	salt64, _, ok := strings.Cut(rest, "|")
+	salt64, sum64, ok := strings.Cut(rest, "|")
 	if !ok {
-		return false
+		return nil, nil, false
 	}
-	salt, err := base64.StdEncoding.DecodeString(salt64)
-	if err != nil || len(salt) != sha1.Size {
-		return false
+	enc := base64.StdEncoding
+	salt, err1 := enc.DecodeString(salt64)
+	sum, err2 := enc.DecodeString(sum64)
+	if err1 != nil || err2 != nil || len(salt) != sha1.Size || len(sum) != sha1.Size ||
+		enc.EncodeToString(salt) != salt64 || enc.EncodeToString(sum) != sum64 {
+		return nil, nil, false
 	}
+	return salt, sum, true
+}
+
+func hashedMatches(salt, sum []byte, host string) bool {
 	mac := hmac.New(sha1.New, salt)
 	mac.Write([]byte(host))
-	want := "|1|" + base64.StdEncoding.EncodeToString(salt) + "|" + base64.StdEncoding.EncodeToString(mac.Sum(nil))
-	return hmac.Equal([]byte(field), []byte(want))
+	return hmac.Equal(mac.Sum(nil), sum)
+}
+
+// hashedHostMatches is OpenSSH's match_maybe_hashed for a hashed field.
+func hashedHostMatches(field, host string) bool {
+	salt, sum, ok := decodeHashed(field)
+	return ok && hashedMatches(salt, sum, host)
 }
 
 // matchHostList is OpenSSH's match_hostname: a comma-separated list of patterns, each
