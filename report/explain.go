@@ -269,10 +269,7 @@ func explanationsJSON(w io.Writer, ex []explain.Explanation, ties []Tie, hosts [
 		}
 		doc.Hosts = full.Hosts
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(doc)
+	return writeJSON(w, doc)
 }
 
 func nonNilStrings(s []string) []string {
