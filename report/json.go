@@ -34,7 +34,7 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 	if err != nil {
 		return err
 	}
-	doc := jsonDoc{Schema: Schema, Redacted: o.Redact, Summary: jsonSummaryOf(hosts), Hosts: []jsonHost{}}
+	doc := jsonDoc{Schema: Schema, Redacted: o.Redact, SecretsMasked: o.masks(), Summary: jsonSummaryOf(hosts), Hosts: []jsonHost{}}
 	if f := fleetReadiness(hosts); f != nil {
 		fj := FleetReadinessJSONOf(*f)
 		doc.ReadinessSummary = &fj
@@ -104,10 +104,12 @@ func escapeUnsafe(b []byte) []byte {
 }
 
 type jsonDoc struct {
-	Schema     string      `json:"schema"`
-	ReportTime *string     `json:"report_time"`
-	Redacted   bool        `json:"redacted"`
-	Summary    jsonSummary `json:"summary"`
+	Schema     string  `json:"schema"`
+	ReportTime *string `json:"report_time"`
+	Redacted   bool    `json:"redacted"`
+	// SecretsMasked says credentials in strings are shown as *** (the default).
+	SecretsMasked bool        `json:"secrets_masked"`
+	Summary       jsonSummary `json:"summary"`
 	// ReadinessSummary is set when --tp was given: which hosts can take the job.
 	ReadinessSummary *FleetReadinessJSON `json:"readiness_summary,omitempty"`
 	Hosts            []jsonHost          `json:"hosts"`
