@@ -41,17 +41,30 @@ var credentialWords = []string{"api-key", "apikey", "token", "password", "passwd
 
 // isCredentialName reports whether a flag, variable or header name names a credential.
 func isCredentialName(name string) bool {
-	n := strings.ToLower(strings.TrimLeft(name, "-"))
-	n = strings.NewReplacer("_", "-", ".", "-").Replace(n)
-	if n == "" {
-		return false
-	}
+	n := strings.TrimLeft(name, "-")
 	for _, w := range credentialWords {
-		if n == w || strings.HasSuffix(n, "-"+w) {
+		if k := len(n) - len(w); k >= 0 && matchesNorm(n[k:], w) && (k == 0 || normByte(n[k-1]) == '-') {
 			return true
 		}
 	}
 	return false
+}
+
+// normByte reads a name byte as credentialWords spell it: lower case, with _ and . as -.
+func normByte(c byte) byte {
+	if c == '_' || c == '.' {
+		return '-'
+	}
+	return lower(c)
+}
+
+func matchesNorm(s, w string) bool {
+	for i := 0; i < len(w); i++ {
+		if normByte(s[i]) != w[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // isCredentialFlag reports whether an argument is a credential flag that takes its value as
@@ -98,10 +111,10 @@ func maskText(s string) string {
 		return s
 	}
 	var b strings.Builder
+	done := 0        // s[:done] is in b
 	pending := false // the previous word announced a secret: this word is one
 	for i := 0; i < len(s); {
 		if isSep(s[i]) {
-			b.WriteByte(s[i])
 			i++
 			continue
 		}
@@ -109,21 +122,30 @@ func maskText(s string) string {
 		for j < len(s) && !isSep(s[j]) {
 			j++
 		}
-		w := s[i:j]
-		i = j
+		w, m := s[i:j], s[i:j]
 		// A quote around a word does not change what it says: -H 'Bearer x'.
 		switch lw := strings.Trim(strings.ToLower(w), `'"`); {
-		case pending && !strings.HasPrefix(w, "--") && !authScheme(lw):
+		case pending && lw != "" && !strings.HasPrefix(w, "--") && !authScheme(lw):
 			core := strings.Trim(w, `'"`)
 			open := strings.Index(w, core)
-			b.WriteString(w[:open] + secretMask + w[open+len(core):])
+			m = w[:open] + secretMask + w[open+len(core):]
 			pending = false
 		default:
 			pending = authScheme(lw) && (pending || lw == "bearer") ||
 				isCredentialFlag(lw) || strings.HasSuffix(lw, ":") && isCredentialName(strings.TrimSuffix(lw, ":"))
-			b.WriteString(maskWord(w, false))
+			m = maskWord(w, false)
 		}
+		if m != w {
+			b.WriteString(s[done:i])
+			b.WriteString(m)
+			done = j
+		}
+		i = j
 	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
 	return b.String()
 }
 
@@ -188,33 +210,31 @@ func maskAssignments(w string, whole bool) string {
 // maskURLPassword masks the password of every scheme://user:password@host in w.
 func maskURLPassword(w string) string {
 	var b strings.Builder
-	last, changed := 0, false
-	for {
-		k := strings.Index(w[last:], "://")
+	done := 0 // w[:done] is in b
+	for from := 0; ; {
+		k := strings.Index(w[from:], "://")
 		if k < 0 {
 			break
 		}
-		auth := last + k + 3
+		auth := from + k + 3
 		end := auth
 		for end < len(w) && !strings.ContainsRune("/?#@", rune(w[end])) {
 			end++
 		}
-		if end < len(w) && w[end] == '@' {
-			if c := strings.IndexByte(w[auth:end], ':'); c >= 0 && auth+c+1 < end {
-				b.WriteString(w[last : auth+c+1])
-				b.WriteString(secretMask)
-				b.WriteByte('@')
-				last, changed = end+1, true
-				continue
-			}
+		from = end
+		if end == len(w) || w[end] != '@' {
+			continue
 		}
-		b.WriteString(w[last:auth])
-		last = auth
+		if c := strings.IndexByte(w[auth:end], ':'); c >= 0 && auth+c+1 < end {
+			b.WriteString(w[done : auth+c+1])
+			b.WriteString(secretMask)
+			done = end
+		}
 	}
-	if !changed {
+	if done == 0 {
 		return w
 	}
-	b.WriteString(w[last:])
+	b.WriteString(w[done:])
 	return b.String()
 }
 

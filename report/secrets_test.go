@@ -161,3 +161,38 @@ func TestExplanationsMaskSecrets(t *testing.T) {
 		t.Error("masking changed the caller's values")
 	}
 }
+
+// FuzzMaskSecrets: masking never panics, keeps valid UTF-8 valid, keeps an argv's length, and
+// leaves no credential flag's value behind.
+func FuzzMaskSecrets(f *testing.F) {
+	for _, s := range []string{"--api-key sk-abc", "HF_TOKEN=x&y", "https://u:p@h/x https://@", "Authorization: Bearer ''",
+		"--token=", "a=b=c --password\x00x", "''", "\u202e--secret \u200bv", "X-Api-Key:"} {
+		f.Add(s, "v4lue")
+	}
+	f.Fuzz(func(t *testing.T, s, v string) {
+		m := maskText(s)
+		if utf8.ValidString(s) && !utf8.ValidString(m) {
+			t.Fatalf("maskText(%q) = %q: not UTF-8", s, m)
+		}
+		argv := strings.Split(s, " ")
+		if got := maskArgv(argv); len(got) != len(argv) {
+			t.Fatalf("maskArgv changed the length: %q", got)
+		}
+		// A value as one word: no separators, quotes or query punctuation, not a flag, not an
+		// authorization scheme (which the credential would follow).
+		v = strings.Join(strings.Fields(strings.Map(func(r rune) rune {
+			if r == 0 || strings.ContainsRune(`'"&,;`, r) {
+				return -1
+			}
+			return r
+		}, v)), "")
+		if v = strings.TrimLeft(v, "-"); v == "" || authScheme(strings.ToLower(v)) {
+			return
+		}
+		for _, prefix := range []string{"--api-key ", "--hf-token=", "HF_TOKEN="} {
+			if got := maskText(prefix + v); got != prefix+secretMask {
+				t.Fatalf("maskText(%q) = %q", prefix+v, got)
+			}
+		}
+	})
+}
