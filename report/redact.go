@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
@@ -436,6 +437,52 @@ func rewriteStruct(v reflect.Value, rw rewriter) reflect.Value {
 	return out
 }
 
+// textFieldsOf caches textFields: changes visits the same few types many times per host.
+var textFieldsOf sync.Map // reflect.Type -> []int
+
+// textFields lists the exported fields of struct type t that can hold text (holdsText), but
+// for those verbatim names.
+func textFields(t reflect.Type) []int {
+	if f, ok := textFieldsOf.Load(t); ok {
+		return f.([]int)
+	}
+	var fields []int
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.IsExported() && !slices.Contains(verbatim[t], f.Name) && holdsText(f.Type, map[reflect.Type]bool{}) {
+			fields = append(fields, i)
+		}
+	}
+	textFieldsOf.Store(t, fields)
+	return fields
+}
+
+// holdsText reports whether a value of type t can hold a string or bytes; seen guards against
+// recursive types (taken to hold text).
+func holdsText(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.String, reflect.Interface:
+		return true
+	case reflect.Slice, reflect.Array:
+		return t.Elem().Kind() == reflect.Uint8 || holdsText(t.Elem(), seen) // bytes are raw text
+	case reflect.Pointer:
+		return holdsText(t.Elem(), seen)
+	case reflect.Map:
+		return holdsText(t.Key(), seen) || holdsText(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsText(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // changes reports whether rewrite(v, rw) would differ from v, without copying anything.
 func changes(v reflect.Value, rw rewriter) bool {
 	switch v.Kind() {
@@ -469,9 +516,8 @@ func changes(v reflect.Value, rw rewriter) bool {
 			}
 		}
 	case reflect.Struct:
-		keep := verbatim[v.Type()]
-		for i := range v.NumField() {
-			if f := v.Type().Field(i); f.IsExported() && !slices.Contains(keep, f.Name) && changes(v.Field(i), rw) {
+		for _, i := range textFields(v.Type()) {
+			if changes(v.Field(i), rw) {
 				return true
 			}
 		}
