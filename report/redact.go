@@ -418,7 +418,9 @@ func rewrite(v reflect.Value, rw rewriter) reflect.Value {
 		if v.IsNil() {
 			return v
 		}
-		panic(fmt.Sprintf("report: rewrite cannot copy an interface field of %s", v.Type()))
+		out := reflect.New(v.Type()).Elem()
+		out.Set(rewrite(v.Elem(), rw))
+		return out
 	}
 	return v // numbers, bools
 }
@@ -488,7 +490,7 @@ func changes(v reflect.Value, rw rewriter) bool {
 	switch v.Kind() {
 	case reflect.String:
 		return rw.text(v.String()) != v.String()
-	case reflect.Pointer:
+	case reflect.Pointer, reflect.Interface:
 		return !v.IsNil() && changes(v.Elem(), rw)
 	case reflect.Slice, reflect.Array:
 		if v.Kind() == reflect.Slice && v.IsNil() {

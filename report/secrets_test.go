@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/base64"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -195,4 +196,20 @@ func FuzzMaskSecrets(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRewriteInterface: a value behind an interface is masked too, not a reason to panic.
+func TestRewriteInterface(t *testing.T) {
+	type withAny struct {
+		V any
+		N any
+	}
+	in := withAny{V: []string{"--api-key", secretKey}}
+	if !changes(reflect.ValueOf(in), secretMasker{}) {
+		t.Fatal("changes misses the secret behind an interface")
+	}
+	out := rewriteValue(in, rewriter(secretMasker{}))
+	if got := out.V.([]string); got[1] != secretMask || out.N != nil || in.V.([]string)[1] != secretKey {
+		t.Errorf("got %#v from %#v", out, in)
+	}
 }
