@@ -24,7 +24,7 @@ const maxCaptureBytes = 48 << 10
 // Options.Only selects. Remote strings are sanitized and escaped so they cannot break a
 // table, open a link or HTML, or close a code block.
 func Markdown(w io.Writer, hosts []Host, o Options) error {
-	hosts, err := prepare(hosts, o)
+	hosts, err := prepareCaptures(hosts, o)
 	if err != nil {
 		return err
 	}

@@ -97,13 +97,23 @@ func (o Options) check() error {
 }
 
 // prepare validates o and returns the hosts to render: copies with their secrets masked
-// (unless o.ShowSecrets), and redacted when o.Redact.
+// (unless o.ShowSecrets), and redacted when o.Redact. It is for formats that do not show raw
+// captures, which it leaves unmasked; Markdown uses prepareCaptures.
 func prepare(hosts []Host, o Options) ([]Host, error) {
+	return prepareFor(hosts, o, false)
+}
+
+// prepareCaptures is prepare for a format that shows the raw captures: masked too.
+func prepareCaptures(hosts []Host, o Options) ([]Host, error) {
+	return prepareFor(hosts, o, true)
+}
+
+func prepareFor(hosts []Host, o Options, captures bool) ([]Host, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
 	if o.masks() {
-		hosts = maskSecrets(hosts)
+		hosts = maskSecrets(hosts, captures)
 	}
 	if o.Redact {
 		hosts = redact(hosts)

@@ -93,9 +93,22 @@ var secretHints = [256][]string{
 	'b': {"bearer"}, 'c': {"credential"}, ':': {"://"}, 'h': {"hf_"}, 'g': {"gh"}, 'x': {"xox"},
 }
 
+// hintPairs marks the first two bytes (lower case) of every hint: most text has few of them.
+var hintPairs = func() (p [256][256]bool) {
+	for _, hs := range secretHints {
+		for _, h := range hs {
+			p[h[0]][h[1]] = true
+		}
+	}
+	return p
+}()
+
 // mayHoldSecret is a cheap test: false means no rule can match s.
 func mayHoldSecret[T ~string | ~[]byte](s T) bool {
-	for i := 0; i < len(s); i++ {
+	for i := 0; i+1 < len(s); i++ {
+		if !hintPairs[lower(s[i])][lower(s[i+1])] {
+			continue
+		}
 		for _, h := range secretHints[lower(s[i])] {
 			if hasPrefixFold(s[i:], h) {
 				return true
@@ -320,25 +333,33 @@ func maskArgvLine(line, dec []byte) []byte {
 	return []byte(enc)
 }
 
-// secretMasker is the rewriter that masks secrets (see rewrite).
-type secretMasker struct{}
+// secretMasker is the rewriter that masks secrets (see rewrite). Raw captures are masked only
+// with captures set: for the formats that show them (Markdown); the others never read them.
+type secretMasker struct{ captures bool }
 
 func (secretMasker) text(s string) string      { return maskText(s) }
 func (secretMasker) list(ss []string) []string { return maskArgv(ss) }
-func (secretMasker) raw(b []byte) []byte       { return maskCapture(b) }
+
+func (m secretMasker) raw(b []byte) []byte {
+	if !m.captures {
+		return b
+	}
+	return maskCapture(b)
+}
 
 // maskSecrets returns hosts with their secrets masked: a masked copy of each host that holds
-// one, the host itself otherwise.
-func maskSecrets(hosts []Host) []Host {
+// one, the host itself otherwise. Their raw captures are masked only with captures.
+func maskSecrets(hosts []Host, captures bool) []Host {
+	m := secretMasker{captures: captures}
 	out := hosts
 	for i, h := range hosts {
-		if !changes(reflect.ValueOf(h), secretMasker{}) {
+		if !changes(reflect.ValueOf(h), m) {
 			continue
 		}
 		if len(out) > 0 && &out[0] == &hosts[0] {
 			out = slices.Clone(hosts)
 		}
-		out[i] = rewriteValue(h, rewriter(secretMasker{}))
+		out[i] = rewriteValue(h, rewriter(m))
 	}
 	return out
 }

@@ -129,7 +129,7 @@ func TestSecretsMasked(t *testing.T) {
 // TestMaskSecretsSharesCleanHosts: a host without a secret is rendered from itself, not a copy.
 func TestMaskSecretsSharesCleanHosts(t *testing.T) {
 	hosts := []Host{incidentHost(), secretsHost()}
-	out := maskSecrets(hosts)
+	out := maskSecrets(hosts, true)
 	if out[0].Snapshot != hosts[0].Snapshot || out[1].Snapshot == hosts[1].Snapshot {
 		t.Error("want the clean host shared and the secret one copied")
 	}
