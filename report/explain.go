@@ -24,6 +24,11 @@ type Tie struct {
 // hosts were triaged with it, what each host says about the processes it names, followed by
 // the hosts' own report in the same format.
 func Explanations(w io.Writer, ex []explain.Explanation, ties []Tie, hosts []Host, format string, o Options) error {
+	if o.masks() {
+		// A pasted log can carry a command line too; the hosts are masked where they render.
+		ex = rewriteValue(ex, rewriter(secretMasker{}))
+		ties = rewriteValue(ties, rewriter(secretMasker{}))
+	}
 	switch format {
 	case "json":
 		return explanationsJSON(w, ex, ties, hosts, o)
@@ -269,10 +274,7 @@ func explanationsJSON(w io.Writer, ex []explain.Explanation, ties []Tie, hosts [
 		}
 		doc.Hosts = full.Hosts
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(doc)
+	return writeJSON(w, doc)
 }
 
 func nonNilStrings(s []string) []string {

@@ -3,10 +3,12 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/gputriage/gputriage/diagnose"
@@ -18,7 +20,8 @@ import (
 const Schema = "gputriage/v1"
 
 // JSON writes the report for scripts, in the shape docs/json.md documents. Strings are the
-// remote values exactly (encoding/json escapes control characters); bytes that are not valid
+// remote values exactly, with every control, format and separator character written as a
+// \u escape (escapeUnsafe), so the document is safe to print raw; bytes that are not valid
 // UTF-8 become U+FFFD, one per byte. Unknown numbers and strings are null, empty lists [].
 // Output is deterministic: fields in a fixed order, map keys sorted, two-space indentation and
 // a trailing newline.
@@ -31,7 +34,7 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 	if err != nil {
 		return err
 	}
-	doc := jsonDoc{Schema: Schema, Redacted: o.Redact, Summary: jsonSummaryOf(hosts), Hosts: []jsonHost{}}
+	doc := jsonDoc{Schema: Schema, Redacted: o.Redact, SecretsMasked: o.masks(), Summary: jsonSummaryOf(hosts), Hosts: []jsonHost{}}
 	if f := fleetReadiness(hosts); f != nil {
 		fj := FleetReadinessJSONOf(*f)
 		doc.ReadinessSummary = &fj
@@ -47,23 +50,66 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 	for _, h := range shown {
 		doc.Hosts = append(doc.Hosts, jsonHostOf(h))
 	}
+	return writeJSON(w, doc)
+}
+
+// writeJSON encodes v as the report's JSON is written: two-space indentation, a trailing
+// newline, "<>&" left as they are (scripts read this, not browsers: "2>&1" stays readable),
+// and every rune a terminal would act on or hide escaped (escapeUnsafe).
+func writeJSON(w io.Writer, v any) error {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
-	// Scripts read this, not browsers: keep "2>&1" readable.
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	_, err = w.Write(b.Bytes())
+	_, err := w.Write(escapeUnsafe(b.Bytes()))
 	return err
 }
 
+// escapeUnsafe rewrites, in encoded JSON, every rune that Sanitize escapes and encoding/json
+// leaves raw (it escapes only U+0000–U+001F, U+2028 and U+2029) as a \uXXXX escape, a
+// surrogate pair above U+FFFF: DEL and the C1 controls U+0080–U+009F (U+009B is a one-rune
+// CSI), format characters (bidi overrides, isolates and marks, zero-width characters, the BOM,
+// soft hyphen, tags) and the line and paragraph separators. Outside strings JSON is ASCII, and
+// inside one the escape stands for the same rune, so the document decodes to exactly the same
+// values while a terminal showing it raw (cat, less) has nothing to interpret or hide.
+func escapeUnsafe(b []byte) []byte {
+	i := 0
+	for i < len(b) && b[i] < utf8.RuneSelf && b[i] != 0x7f {
+		i++
+	}
+	if i == len(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+64)
+	out = append(out, b[:i]...)
+	for i < len(b) {
+		r, n := utf8.DecodeRune(b[i:])
+		if r < 0x7f || !unsafeRune(r) {
+			out = append(out, b[i:i+n]...)
+			i += n
+			continue
+		}
+		i += n
+		if r > 0xffff {
+			r1, r2 := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+	}
+	return out
+}
+
 type jsonDoc struct {
-	Schema     string      `json:"schema"`
-	ReportTime *string     `json:"report_time"`
-	Redacted   bool        `json:"redacted"`
-	Summary    jsonSummary `json:"summary"`
+	Schema     string  `json:"schema"`
+	ReportTime *string `json:"report_time"`
+	Redacted   bool    `json:"redacted"`
+	// SecretsMasked says credentials in strings are shown as *** (the default).
+	SecretsMasked bool        `json:"secrets_masked"`
+	Summary       jsonSummary `json:"summary"`
 	// ReadinessSummary is set when --tp was given: which hosts can take the job.
 	ReadinessSummary *FleetReadinessJSON `json:"readiness_summary,omitempty"`
 	Hosts            []jsonHost          `json:"hosts"`

@@ -3,7 +3,6 @@ package report
 import (
 	"bytes"
 	"fmt"
-	"html"
 	"io"
 	"regexp"
 	"strings"
@@ -25,7 +24,7 @@ const maxCaptureBytes = 48 << 10
 // Options.Only selects. Remote strings are sanitized and escaped so they cannot break a
 // table, open a link or HTML, or close a code block.
 func Markdown(w io.Writer, hosts []Host, o Options) error {
-	hosts, err := prepare(hosts, o)
+	hosts, err := prepareCaptures(hosts, o)
 	if err != nil {
 		return err
 	}
@@ -361,14 +360,14 @@ func (m *mdWriter) capture(raw []byte, of string) {
 		return
 	}
 	shown := raw
-	summary := fmt.Sprintf("raw capture%s (%s bytes)", html.EscapeString(Sanitize(of)), mib(int64(len(raw))))
+	summary := fmt.Sprintf("raw capture%s (%s bytes)", htmlText(Sanitize(of)), mib(int64(len(raw))))
 	if len(raw) > m.captureLeft {
 		cut := bytes.LastIndexByte(raw[:m.captureLeft], '\n')
 		if cut <= 0 {
 			cut = m.captureLeft
 		}
 		shown = raw[:cut]
-		summary = fmt.Sprintf("raw capture%s (%s bytes; the first %s shown)", html.EscapeString(Sanitize(of)),
+		summary = fmt.Sprintf("raw capture%s (%s bytes; the first %s shown)", htmlText(Sanitize(of)),
 			mib(int64(len(raw))), mib(int64(len(shown))))
 	}
 	m.captureLeft -= len(shown)

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
@@ -43,13 +45,7 @@ func redact(hosts []Host) []Host {
 	for _, h := range hosts {
 		r.collect(h)
 	}
-	out := make([]Host, len(hosts))
-	for i, h := range hosts {
-		c := r.copy(reflect.ValueOf(h)).Interface().(Host)
-		c.Capture = nil
-		out[i] = c
-	}
-	return out
+	return rewriteValue(hosts, rewriter(r))
 }
 
 type redactor struct {
@@ -333,38 +329,78 @@ var verbatim = map[reflect.Type][]string{
 	reflect.TypeFor[HostError]():        {"Phase", "Kind"},
 }
 
-// copy returns a deep copy of v with every string redacted. It walks every exported field,
-// so a string field added to a snapshot later is redacted without anyone remembering to.
-// Byte slices (raw output) are dropped: they cannot be redacted reliably.
-func (r *redactor) copy(v reflect.Value) reflect.Value {
+// rewriter says what a deep copy (rewrite) does to the strings and raw bytes it copies.
+type rewriter interface {
+	text(s string) string
+	// list rewrites a []string whole: an argv, where one element gives the next its meaning.
+	list(ss []string) []string
+	// raw rewrites raw output ([]byte); nil drops it.
+	raw(b []byte) []byte
+}
+
+func (r *redactor) text(s string) string { return r.str(s) }
+
+func (r *redactor) list(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = r.str(s)
+	}
+	return out
+}
+
+// raw drops raw output: it cannot be redacted reliably.
+func (r *redactor) raw([]byte) []byte { return nil }
+
+// rewriteValue returns a deep copy of v with every string, string list and byte slice
+// rewritten by rw.
+func rewriteValue[T any](v T, rw rewriter) T {
+	return rewrite(reflect.ValueOf(&v).Elem(), rw).Interface().(T)
+}
+
+// rewrite returns a deep copy of v with every string, string list and byte slice rewritten by
+// rw. It walks every exported field, so a string field added to a snapshot later is rewritten
+// without anyone remembering to; the fields in verbatim are copied as they are. A string list
+// or byte slice rw returns unchanged is shared with v, not copied: reports never modify them.
+func rewrite(v reflect.Value, rw rewriter) reflect.Value {
 	switch v.Kind() {
 	case reflect.String:
 		out := reflect.New(v.Type()).Elem()
-		out.SetString(r.str(v.String()))
+		out.SetString(rw.text(v.String()))
 		return out
 	case reflect.Pointer:
 		if v.IsNil() {
 			return v
 		}
 		out := reflect.New(v.Type().Elem())
-		out.Elem().Set(r.copy(v.Elem()))
+		out.Elem().Set(rewrite(v.Elem(), rw))
 		return out
 	case reflect.Slice:
 		if v.IsNil() {
 			return v
 		}
-		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return reflect.Zero(v.Type())
+		switch {
+		case v.Type().Elem().Kind() == reflect.Uint8:
+			b := rw.raw(v.Bytes())
+			if b == nil {
+				return reflect.Zero(v.Type())
+			}
+			return reflect.ValueOf(b).Convert(v.Type())
+		case v.Type().Elem().Kind() == reflect.String:
+			ss := make([]string, v.Len())
+			for i := range ss {
+				ss[i] = v.Index(i).String()
+			}
+			return reflect.ValueOf(rw.list(ss)).Convert(v.Type())
 		}
 		out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
 		for i := range v.Len() {
-			out.Index(i).Set(r.copy(v.Index(i)))
+			out.Index(i).Set(rewrite(v.Index(i), rw))
 		}
 		return out
 	case reflect.Array:
 		out := reflect.New(v.Type()).Elem()
 		for i := range v.Len() {
-			out.Index(i).Set(r.copy(v.Index(i)))
+			out.Index(i).Set(rewrite(v.Index(i), rw))
 		}
 		return out
 	case reflect.Map:
@@ -373,28 +409,122 @@ func (r *redactor) copy(v reflect.Value) reflect.Value {
 		}
 		out := reflect.MakeMapWithSize(v.Type(), v.Len())
 		for it := v.MapRange(); it.Next(); {
-			out.SetMapIndex(r.copy(it.Key()), r.copy(it.Value()))
+			out.SetMapIndex(rewrite(it.Key(), rw), rewrite(it.Value(), rw))
 		}
 		return out
 	case reflect.Struct:
-		out := reflect.New(v.Type()).Elem()
-		out.Set(v) // unexported fields (a time.Time's) are values with nothing to redact
-		keep := verbatim[v.Type()]
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			if !f.IsExported() || slices.Contains(keep, f.Name) {
-				continue
-			}
-			out.Field(i).Set(r.copy(v.Field(i)))
-		}
-		return out
+		return rewriteStruct(v, rw)
 	case reflect.Interface:
 		if v.IsNil() {
 			return v
 		}
-		panic(fmt.Sprintf("report: redact cannot copy an interface field of %s", v.Type()))
+		out := reflect.New(v.Type()).Elem()
+		out.Set(rewrite(v.Elem(), rw))
+		return out
 	}
 	return v // numbers, bools
+}
+
+func rewriteStruct(v reflect.Value, rw rewriter) reflect.Value {
+	out := reflect.New(v.Type()).Elem()
+	out.Set(v) // unexported fields (a time.Time's) are values with nothing to rewrite
+	keep := verbatim[v.Type()]
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !f.IsExported() || slices.Contains(keep, f.Name) {
+			continue
+		}
+		out.Field(i).Set(rewrite(v.Field(i), rw))
+	}
+	return out
+}
+
+// textFieldsOf caches textFields: changes visits the same few types many times per host.
+var textFieldsOf sync.Map // reflect.Type -> []int
+
+// textFields lists the exported fields of struct type t that can hold text (holdsText), but
+// for those verbatim names.
+func textFields(t reflect.Type) []int {
+	if f, ok := textFieldsOf.Load(t); ok {
+		return f.([]int)
+	}
+	var fields []int
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.IsExported() && !slices.Contains(verbatim[t], f.Name) && holdsText(f.Type, map[reflect.Type]bool{}) {
+			fields = append(fields, i)
+		}
+	}
+	textFieldsOf.Store(t, fields)
+	return fields
+}
+
+// holdsText reports whether a value of type t can hold a string or bytes; seen guards against
+// recursive types (taken to hold text).
+func holdsText(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return true
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.String, reflect.Interface:
+		return true
+	case reflect.Slice, reflect.Array:
+		return t.Elem().Kind() == reflect.Uint8 || holdsText(t.Elem(), seen) // bytes are raw text
+	case reflect.Pointer:
+		return holdsText(t.Elem(), seen)
+	case reflect.Map:
+		return holdsText(t.Key(), seen) || holdsText(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() && holdsText(f.Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// changes reports whether rewrite(v, rw) would differ from v, without copying anything.
+func changes(v reflect.Value, rw rewriter) bool {
+	switch v.Kind() {
+	case reflect.String:
+		return rw.text(v.String()) != v.String()
+	case reflect.Pointer, reflect.Interface:
+		return !v.IsNil() && changes(v.Elem(), rw)
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			return false
+		}
+		switch v.Type().Elem().Kind() {
+		case reflect.Uint8:
+			return !bytes.Equal(rw.raw(v.Bytes()), v.Bytes())
+		case reflect.String:
+			ss := make([]string, v.Len())
+			for i := range ss {
+				ss[i] = v.Index(i).String()
+			}
+			return !slices.Equal(rw.list(ss), ss)
+		}
+		for i := range v.Len() {
+			if changes(v.Index(i), rw) {
+				return true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			if changes(it.Key(), rw) || changes(it.Value(), rw) {
+				return true
+			}
+		}
+	case reflect.Struct:
+		for _, i := range textFields(v.Type()) {
+			if changes(v.Field(i), rw) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // strs calls fn with every string reachable from v, in a fixed order (map keys sorted).

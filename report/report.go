@@ -61,8 +61,15 @@ type Options struct {
 	Sort string
 	// Redact replaces hostnames, user names, IP addresses and home directory names with
 	// placeholders (host-1, user-1, ip-1, ...) and leaves raw captures out; see redact.
+	// It masks secrets too, whatever ShowSecrets says.
 	Redact bool
+	// ShowSecrets shows the credentials found in remote strings (--api-key VALUE, HF_TOKEN=...,
+	// user:password@ in URLs) as they are; by default they are masked as *** (see secrets.go).
+	ShowSecrets bool
 }
+
+// masks reports whether secrets are masked.
+func (o Options) masks() bool { return o.Redact || !o.ShowSecrets }
 
 // Values of Options.Only and Options.Sort.
 const (
@@ -89,13 +96,27 @@ func (o Options) check() error {
 	return nil
 }
 
-// prepare validates o and returns the hosts to render: redacted copies when o.Redact.
+// prepare validates o and returns the hosts to render: copies with their secrets masked
+// (unless o.ShowSecrets), and redacted when o.Redact. It is for formats that do not show raw
+// captures, which it leaves unmasked; Markdown uses prepareCaptures.
 func prepare(hosts []Host, o Options) ([]Host, error) {
+	return prepareFor(hosts, o, false)
+}
+
+// prepareCaptures is prepare for a format that shows the raw captures: masked too.
+func prepareCaptures(hosts []Host, o Options) ([]Host, error) {
+	return prepareFor(hosts, o, true)
+}
+
+func prepareFor(hosts []Host, o Options, captures bool) ([]Host, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	if o.masks() {
+		hosts = maskSecrets(hosts, captures)
+	}
 	if o.Redact {
-		return redact(hosts), nil
+		hosts = redact(hosts)
 	}
 	return hosts, nil
 }

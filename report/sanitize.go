@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"html"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -114,12 +115,24 @@ func unsafeRune(r rune) bool {
 // mdText sanitizes s and escapes it for Markdown (GitHub-flavored) inline text and table
 // cells: it backslash-escapes the punctuation that starts emphasis, code, links,
 // strikethrough, math and table cells, and turns <, > and & into entities so no HTML or
-// autolink survives.
+// autolink survives. A word GitHub would turn into a link (linkable) is shown as a code span
+// instead, where nothing links: no escaping can stop GFM's autolinks (it finds
+// "alice\@example.com" after unescaping) or GitHub's @mentions and #123 references (found in
+// the rendered HTML's text, outside code).
 func mdText(s string) string {
 	s = Sanitize(s)
 	var b strings.Builder
 	b.Grow(len(s) + 8)
-	for _, r := range s {
+	for len(s) > 0 {
+		if w := s[:wordEnd(s)]; linkable(w) {
+			// A word holds no backtick and no |, the one character a table cell splits on
+			// even inside a code span.
+			b.WriteString("`" + w + "`")
+			s = s[len(w):]
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s)
+		s = s[n:]
 		switch r {
 		case '\\', '`', '*', '_', '[', ']', '~', '$', '|':
 			b.WriteByte('\\')
@@ -132,6 +145,49 @@ func mdText(s string) string {
 			b.WriteString("&amp;")
 		default:
 			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// wordEnd is the length of the word s starts with: up to a space, backtick or |; 0 when s
+// starts with one of them.
+func wordEnd(s string) int {
+	if i := strings.IndexAny(s, " `|"); i >= 0 {
+		return i
+	}
+	return len(s)
+}
+
+// linkable reports whether GitHub could turn a word into a link: a URL (scheme://, www.), an
+// email address or @mention (any @), or an issue reference (# and a digit).
+func linkable(w string) bool {
+	if strings.Contains(w, "@") || strings.Contains(w, "://") {
+		return true
+	}
+	for i := 0; i+3 < len(w); i++ {
+		if lower(w[i]) == 'w' && hasPrefixFold(w[i:], "www.") {
+			return true
+		}
+	}
+	for i := 0; i+1 < len(w); i++ {
+		if w[i] == '#' && w[i+1] >= '0' && w[i+1] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// htmlText is html.EscapeString for remote text inside our own HTML (a <summary>), with a
+// linkable word in <code>, where GitHub finds no @mention or #reference.
+func htmlText(s string) string {
+	var b strings.Builder
+	for _, w := range strings.SplitAfter(s, " ") {
+		word := strings.TrimSuffix(w, " ")
+		if linkable(word) {
+			b.WriteString("<code>" + html.EscapeString(word) + "</code>" + w[len(word):])
+		} else {
+			b.WriteString(html.EscapeString(w))
 		}
 	}
 	return b.String()
@@ -184,4 +240,24 @@ func messageLines(msg string, esc func(string) string) string {
 		}
 	}
 	return strings.Join(parts, " / ")
+}
+
+func lower(c byte) byte {
+	if c >= 'A' && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// hasPrefixFold reports whether s starts with the lower-case ASCII prefix p, in any case.
+func hasPrefixFold[T ~string | ~[]byte](s T, p string) bool {
+	if len(s) < len(p) {
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		if lower(s[i]) != p[i] {
+			return false
+		}
+	}
+	return true
 }

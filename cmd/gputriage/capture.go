@@ -154,5 +154,5 @@ func preambleNote(b []byte) string {
 		shown = shown[:200]
 	}
 	return fmt.Sprintf("the login shell printed %d bytes before the probe started (dropped; check its profile): %s",
-		len(b), report.Sanitize(strings.TrimSpace(string(shown))))
+		len(b), report.Sanitize(report.MaskSecrets(strings.TrimSpace(string(shown)))))
 }

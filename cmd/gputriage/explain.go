@@ -107,7 +107,7 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		ties = tiePIDs(ex, hosts)
 	}
 	color, width := o.colorFor(e)
-	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose}); err != nil {
+	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose, ShowSecrets: o.out.showSecrets}); err != nil {
 		return exitInternal, fmt.Errorf("writing the explanation: %w", err)
 	}
 	if ctx.Err() != nil {

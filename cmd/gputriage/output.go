@@ -14,16 +14,18 @@ import (
 
 // outputOptions are the flags that choose what the report shows and where it goes.
 type outputOptions struct {
-	only   string
-	sort   string
-	redact bool
-	output string
+	only        string
+	sort        string
+	redact      bool
+	showSecrets bool
+	output      string
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.only, "only", "", "hosts whose details are shown: failed, findings or all (default: findings for several hosts, all for one; JSON: all)")
 	fs.StringVar(&o.sort, "sort", report.SortHost, "order of the details: host (as given) or severity (worst first)")
 	fs.BoolVar(&o.redact, "redact", false, "replace hostnames, user names, IP addresses and home directories with placeholders, and leave raw captures out (the report only: --save keeps them)")
+	fs.BoolVar(&o.showSecrets, "show-secrets", false, "show credentials in command lines and URLs (--api-key VALUE, HF_TOKEN=..., user:password@) instead of *** (not with --redact)")
 	fs.StringVar(&o.output, "output", "", "write the report to `FILE` (replaced whole, mode 0644) instead of stdout")
 }
 
@@ -38,6 +40,9 @@ func (o *outputOptions) check() error {
 	case report.SortHost, report.SortSeverity:
 	default:
 		return usagef("--sort must be host or severity, got %q", o.sort)
+	}
+	if o.showSecrets && o.redact {
+		return usagef("--show-secrets and --redact contradict each other: --redact always masks secrets")
 	}
 	if o.output != "" {
 		dir := filepath.Dir(o.output)
@@ -59,7 +64,7 @@ func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, repo
 		color, width = o.color == "always", 0
 	}
 	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose,
-		Only: o.out.only, Sort: o.out.sort, Redact: o.out.redact}
+		Only: o.out.only, Sort: o.out.sort, Redact: o.out.redact, ShowSecrets: o.out.showSecrets}
 	if o.out.output == "" {
 		return render(e.stdout, hosts, ropt)
 	}

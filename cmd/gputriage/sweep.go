@@ -227,14 +227,27 @@ const sudoFallbackMsg = "sudo -n is missing or wants a password here: probed wit
 // probeCommand is the remote command line: constants only. Nothing the user typed is ever
 // part of shell text, and the nonce travels on stdin (parse.ProbeInput). With sudo, a sudo
 // that would prompt fails at once (-n) before reading the script, which then goes to the plain
-// sh; the login PATH is kept so root finds the same nvidia-smi (sudo's secure_path may lack it).
+// sh. Root's probe gets sudoPath, not the login user's PATH (whose first directories may hold
+// an sh, timeout or awk of anyone's choosing), plus, last, the directory of the nvidia-smi the
+// login PATH finds, so root runs the same nvidia-smi where secure_path lacks it. That
+// directory reaches root's sh as an argument ($1), never as shell text; one that is relative
+// or holds a ':' (it would split PATH) is left out.
 func probeCommand(sudo bool) string {
 	if !sudo {
 		return "sh -s"
 	}
-	return `sh -c 'if command -v sudo >/dev/null 2>&1 && sudo -n env true 2>/dev/null; then exec sudo -n env "PATH=$PATH" sh -s; fi; echo "gputriage: ` +
-		sudoFallbackMsg + `" >&2; exec sh -s'`
+	// Root's script, in double quotes inside the outer single-quoted one: \$ keeps the outer
+	// sh from expanding it.
+	root := `PATH=` + sudoPath + `\${1:+:\$1}; export PATH; exec /bin/sh -s`
+	return `sh -c 'if command -v sudo >/dev/null 2>&1 && sudo -n /bin/sh -c : 2>/dev/null; then ` +
+		`d=$(command -v nvidia-smi 2>/dev/null); case $d in /*/nvidia-smi) d=${d%/nvidia-smi} ;; *) d= ;; esac; ` +
+		`case $d in *:*) d= ;; esac; exec sudo -n /bin/sh -c "` + root + `" sh "$d"; fi; ` +
+		`echo "gputriage: ` + sudoFallbackMsg + `" >&2; exec sh -s'`
 }
+
+// sudoPath is sudo's secure_path as Debian, Ubuntu, RHEL and SUSE ship it: the PATH of the
+// root probe, whatever sudoers says (a sudo without secure_path would keep the user's PATH).
+const sudoPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // hostFromResult turns one host's SSH result into a report host. A host whose probe ran is
 // diagnosed from its capture exactly as --replay would; one that failed carries the cause.
