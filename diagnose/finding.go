@@ -74,6 +74,8 @@ type Finding struct {
 	Fix []string
 	// Kind refines the code where it has variants (smi-failed: missing, no-driver, ...).
 	Kind string
+	// Imbalance is the judgement behind a memory-imbalance finding; nil for other codes.
+	Imbalance *Imbalance
 }
 
 // GPUProcess is one process that holds GPU memory or a GPU device, with everything the probe
@@ -93,11 +95,14 @@ type GPUProcess struct {
 	// GPUs are the GPU indexes the process uses: nvidia-smi rows and /dev/nvidiaN fds.
 	GPUs []int
 	// Listed is true when nvidia-smi listed it as a compute app.
-	Listed    bool
-	Unit      string
-	Container string // runtime:id, e.g. "docker:b708f3d89365"
-	SlurmJob  string
-	Shm       []parse.ShmUse
+	Listed bool
+	Unit   string
+	// UnitUserUID is set when Unit belongs to that user's systemd manager (user@UID.service),
+	// not to the system's: a user's "sshd.service" is not the host's sshd.
+	UnitUserUID *int
+	Container   string // runtime:id, e.g. "docker:b708f3d89365"
+	SlurmJob    string
+	Shm         []parse.ShmUse
 }
 
 // Result is the diagnosis of one host.

@@ -58,6 +58,7 @@ func (h *host) ghostFinding() (Finding, bool) {
 	f := Finding{Code: CodeGhostMemory, Severity: Warning}
 	var total int64
 	var suspects []*GPUProcess // non-helper holders of a ghost GPU's device
+	suspected := map[int]bool{}
 	for _, g := range ghosts {
 		f.GPUs = append(f.GPUs, g.Index)
 		total += *g.MemoryUsedMiB
@@ -71,11 +72,7 @@ func (h *host) ghostFinding() (Finding, bool) {
 		}
 		f.Evidence = append(f.Evidence, line)
 		dev := "/dev/nvidia" + strconv.Itoa(g.Index)
-		for i := range h.procs {
-			gp := &h.procs[i]
-			if !slices.Contains(gp.GPUs, g.Index) {
-				continue
-			}
+		for _, gp := range h.onGPU[g.Index] {
 			who := fmt.Sprintf("PID %d, %s", gp.PID, h.userName(gp.UID, gp.User))
 			if gp.Elapsed != nil {
 				who += ", up " + FormatAge(*gp.Elapsed)
@@ -88,7 +85,8 @@ func (h *host) ghostFinding() (Finding, bool) {
 				continue
 			}
 			f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s open in %s: %s", g.Index, dev, who, h.cmdline(gp.PID)))
-			if !slices.Contains(suspects, gp) {
+			if !suspected[gp.PID] {
+				suspected[gp.PID] = true
 				suspects = append(suspects, gp)
 			}
 		}

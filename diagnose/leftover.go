@@ -110,7 +110,7 @@ func (v leftoverVerdict) reasons() []string { return append(slices.Clone(v.stron
 // managed reports whether something other than a login shell owns the process: a service, a
 // container, a pod or a Slurm job. Orphaned processes there are normal (daemons re-parent).
 func managed(gp *GPUProcess) bool {
-	return gp.Container != "" || gp.SlurmJob != "" || (gp.Unit != "" && !isSessionScope(gp.Unit))
+	return gp.Container != "" || gp.SlurmJob != "" || (gp.Unit != "" && !isLoginUnit(unitRef{gp.Unit, gp.UnitUserUID}))
 }
 
 // judgeLeftovers fills h.leftovers for every GPU process that looks abandoned.
@@ -133,17 +133,26 @@ func (h *host) judgeLeftovers() {
 
 func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict {
 	var v leftoverVerdict
-	if u := h.units[gp.Unit]; u != nil {
+	ref, inUnit := h.procUnit(gp)
+	if u := h.unitState(ref); inUnit && u != nil {
 		switch u.ActiveState {
 		case "inactive", "failed", "deactivating":
-			s := fmt.Sprintf("its systemd unit %s is %s", u.Name, u.ActiveState)
+			s := fmt.Sprintf("its systemd unit %s is %s", h.unitLabel(ref), u.ActiveState)
 			if u.Result != "" && u.Result != "success" {
 				s += " (result: " + u.Result + ")"
 			}
 			v.strong = append(v.strong, s+", yet the process is still running")
 		}
 		if isSessionScope(u.Name) && u.SubState == "abandoned" {
-			v.weak = append(v.weak, "the login session that started it ("+u.Name+") has ended")
+			v.weak = append(v.weak, "the login session that started it ("+h.unitLabel(ref)+") has ended")
+		}
+	}
+	if ref, mainPID, older, ok := h.strayInUnit(gp); ok {
+		s := fmt.Sprintf("it runs in %s's cgroup but outside the tree of the unit's main process (PID %d): it was orphaned (parent PID 1)", h.unitLabel(ref), mainPID)
+		if older {
+			v.strong = append(v.strong, s+" and started before that main process, so an earlier stop or restart of the unit left it behind (KillMode=process)")
+		} else {
+			v.weak = append(v.weak, s)
 		}
 	}
 	switch p.State {
@@ -263,7 +272,10 @@ func (h *host) killCommands(gp *GPUProcess) []string {
 	return append(cmds, "sleep 30; kill -0 "+pid+" 2>/dev/null && "+sudo+"kill -9 "+pid)
 }
 
-// stopCommands are the commands that would make gp exit, through whatever owns it.
+// stopCommands are the commands that would make gp exit, through whatever owns it. Each acts
+// only on what the evidence names: the container, pod or job the cgroup names, a unit its own
+// manager ties to gp (see stoppableUnit), or else the PID itself. Every name from the host is
+// quoted by shellArg and placed after "--".
 func (h *host) stopCommands(gp *GPUProcess) []string {
 	p := h.procByPID[gp.PID]
 	var c parse.Cgroup
@@ -273,24 +285,20 @@ func (h *host) stopCommands(gp *GPUProcess) []string {
 	switch {
 	case c.PodUID != "":
 		return []string{
-			"kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep " + shellWord(c.PodUID),
-			"kubectl delete pod -n NAMESPACE NAME  # NAMESPACE and NAME from the line above",
+			"kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep -F -- " + shellArg(c.PodUID),
+			"kubectl delete pod -n NAMESPACE -- NAME  # NAMESPACE and NAME from the line above",
 		}
 	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
-		return []string{c.Runtime + " stop " + shellWord(short(c.ContainerID))}
+		return []string{c.Runtime + " stop -- " + shellArg(short(c.ContainerID))}
 	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
-		return []string{h.sudo(nil) + "crictl stop " + shellWord(c.ContainerID)}
+		return []string{h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}
 	case c.SlurmJob != "":
-		return []string{"scancel " + shellWord(c.SlurmJob)}
+		return []string{"scancel -- " + shellArg(c.SlurmJob)}
 	case gp.State == "Z":
 		return h.zombieCommands(gp)
-	case c.Unit != "" && !isSessionScope(c.Unit) && c.Unit != "slurmstepd.scope" && !strings.HasPrefix(c.Unit, "user@"):
-		cmds := []string{h.sudo(nil) + "systemctl stop " + shellWord(c.Unit)}
-		if u := h.units[c.Unit]; u != nil && u.ActiveState != "active" && u.ActiveState != "reloading" && u.ActiveState != "activating" {
-			// systemd considers the unit stopped already; the process escaped it.
-			cmds = append(cmds, h.killCommands(gp)...)
-		}
-		return cmds
+	}
+	if u, ok := h.stoppableUnit(gp); ok {
+		return []string{h.unitStopCommand(u)}
 	}
 	return h.killCommands(gp)
 }
@@ -414,9 +422,9 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 // ownerEvidence names the unit, container and job a process runs in.
 func (h *host) ownerEvidence(gp *GPUProcess) []string {
 	var ev []string
-	if gp.Unit != "" {
-		line := "systemd unit: " + gp.Unit
-		if u := h.units[gp.Unit]; u != nil {
+	if ref, ok := h.procUnit(gp); ok {
+		line := "systemd unit: " + h.unitLabel(ref)
+		if u := h.unitState(ref); u != nil {
 			line += " (" + u.ActiveState
 			if u.SubState != "" {
 				line += "/" + u.SubState
@@ -424,7 +432,12 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 			if u.Result != "" && u.Result != "success" {
 				line += ", result " + u.Result
 			}
+			if u.MainPID != nil && *u.MainPID > 0 {
+				line += ", main PID " + strconv.Itoa(*u.MainPID)
+			}
 			line += ")"
+		} else {
+			line += " (state unknown: its manager's answer for it was not in the capture)"
 		}
 		ev = append(ev, line)
 	}
