@@ -193,26 +193,25 @@ func (h *host) stoppableUnit(gp *GPUProcess) (unitRef, bool) {
 // strayInUnit reports a process that runs in a running unit's cgroup but outside its main
 // process's tree: left behind by an earlier stop or restart of the unit (KillMode=process or
 // mixed leaves children running). It is a strong sign when the process started before the
-// unit's current main process did; mainPID is 0 when the unit's main process is unknown.
-func (h *host) strayInUnit(gp *GPUProcess) (u unitRef, mainPID int, older, ok bool) {
+// unit's current main process did. The main process itself is healthy and is not named.
+func (h *host) strayInUnit(gp *GPUProcess) (u unitRef, older, ok bool) {
 	u, ok = h.procUnit(gp)
 	if !ok || isLoginUnit(u) {
-		return unitRef{}, 0, false, false
+		return unitRef{}, false, false
 	}
 	s := h.unitState(u)
 	if s == nil || !running(s) || s.MainPID == nil || *s.MainPID <= 1 || h.descendsFrom(gp.PID, *s.MainPID) {
-		return unitRef{}, 0, false, false
+		return unitRef{}, false, false
 	}
 	// Only an orphan is known to be outside the tree: a chain that merely breaks proves nothing.
 	if gp.PPID == nil || *gp.PPID != 1 {
-		return unitRef{}, 0, false, false
+		return unitRef{}, false, false
 	}
-	mainPID = *s.MainPID
-	self, main := h.procByPID[gp.PID], h.procByPID[mainPID]
+	self, main := h.procByPID[gp.PID], h.procByPID[*s.MainPID]
 	if self != nil && main != nil && self.StartTime != nil && main.StartTime != nil && self.StartTime.Before(*main.StartTime) {
 		older = true
 	}
-	return u, mainPID, older, true
+	return u, older, true
 }
 
 // shellArg quotes a name for a command line: single-quoted when it starts with "-" or holds

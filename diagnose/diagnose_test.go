@@ -205,7 +205,7 @@ func TestDiagnoseScenarios(t *testing.T) {
 			want: []want{{code: CodeGPUBusy, severity: Info, gpus: []int{0, 1, 2, 3, 4, 5, 6, 7},
 				pids:     []int{3010, 3011, 3012, 3013, 3014, 3015, 3016, 3017},
 				title:    []string{"sglang.service"},
-				evidence: []string{"systemd unit: sglang.service (active/running, main PID 3000)", "GPU 0: 71,800 MiB used by this job"}}},
+				evidence: []string{"systemd unit: sglang.service (active/running)", "GPU 0: 71,800 MiB used by this job"}}},
 			not:   []string{CodeMemoryImbalance, CodeLeftoverProcess, CodeShmDeletedMapped, CodeGhostMemory},
 			worst: Info,
 		},

@@ -5,6 +5,7 @@ package diagnose
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,4 +121,18 @@ func (r Result) Worst() Severity {
 		}
 	}
 	return w
+}
+
+// UnitLabel names the process's systemd unit for people: "vllm.service", or for a unit of a
+// user's own manager "user unit sshd.service of alice (uid 1000)", so that it can never be
+// read as the system's unit of the same name. Empty when the process is in no unit.
+func (p GPUProcess) UnitLabel() string {
+	if p.Unit == "" || p.UnitUserUID == nil {
+		return p.Unit
+	}
+	uid := strconv.Itoa(*p.UnitUserUID)
+	if p.UID != nil && *p.UID == *p.UnitUserUID && p.User != "" {
+		return "user unit " + p.Unit + " of " + p.User + " (uid " + uid + ")"
+	}
+	return "user unit " + p.Unit + " of uid " + uid
 }

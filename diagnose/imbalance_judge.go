@@ -161,6 +161,14 @@ func (h *host) imbalanceHolderLines(im *Imbalance) []string {
 	return ev
 }
 
+func setOf(xs []int) map[int]bool {
+	m := make(map[int]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
 func firstN(xs []int, n int) []int {
 	if len(xs) > n {
 		return xs[:n]
@@ -187,8 +195,9 @@ func (h *host) whoList(pids []int) string {
 func (im *Imbalance) healthyOn(gpus []int) []int {
 	var out []int
 	seen := map[int]bool{}
+	want := setOf(gpus)
 	for _, sg := range im.Short {
-		if !slices.Contains(gpus, sg.Index) {
+		if !want[sg.Index] {
 			continue
 		}
 		for _, s := range sg.Holders {
@@ -233,8 +242,13 @@ func (h *host) imbalanceVerdict(im *Imbalance) string {
 			short, h.whoList(im.Healthy))
 		return b.String()
 	}
-	if len(im.Healthy) > 0 {
-		fmt.Fprintf(&b, " %s %s healthy work, not left over.", h.whoList(im.Healthy), plural(len(im.Healthy), "is", "are"))
+	healthy := im.Healthy
+	if n > 0 && !im.BalancedAfter {
+		named := setOf(im.healthyOn(im.StillShort)) // already named as healthy above
+		healthy = slices.DeleteFunc(slices.Clone(healthy), func(pid int) bool { return named[pid] })
+	}
+	if len(healthy) > 0 {
+		fmt.Fprintf(&b, " %s %s healthy work, not left over.", h.whoList(healthy), plural(len(healthy), "is", "are"))
 	}
 	return b.String()
 }
@@ -251,8 +265,9 @@ func (h *host) stillShortWords(b *strings.Builder, im *Imbalance) {
 		because = append(because, "healthy work holds it: "+h.whoList(hs))
 	}
 	var unlisted int64
+	still := setOf(im.StillShort)
 	for _, sg := range im.Short {
-		if slices.Contains(im.StillShort, sg.Index) {
+		if still[sg.Index] {
 			unlisted += sg.UnlistedMiB
 		}
 	}

@@ -147,8 +147,8 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 			v.weak = append(v.weak, "the login session that started it ("+h.unitLabel(ref)+") has ended")
 		}
 	}
-	if ref, mainPID, older, ok := h.strayInUnit(gp); ok {
-		s := fmt.Sprintf("it runs in %s's cgroup but outside the tree of the unit's main process (PID %d): it was orphaned (parent PID 1)", h.unitLabel(ref), mainPID)
+	if ref, older, ok := h.strayInUnit(gp); ok {
+		s := fmt.Sprintf("it runs in %s's cgroup but not under the unit's current main process: it was orphaned (parent PID 1)", h.unitLabel(ref))
 		if older {
 			v.strong = append(v.strong, s+" and started before that main process, so an earlier stop or restart of the unit left it behind (KillMode=process)")
 		} else {
@@ -431,9 +431,6 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 			}
 			if u.Result != "" && u.Result != "success" {
 				line += ", result " + u.Result
-			}
-			if u.MainPID != nil && *u.MainPID > 0 {
-				line += ", main PID " + strconv.Itoa(*u.MainPID)
 			}
 			line += ")"
 		} else {
