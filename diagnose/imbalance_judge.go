@@ -233,8 +233,17 @@ func (h *host) imbalanceVerdict(im *Imbalance) string {
 			short, h.whoList(im.Leftover), plural(n, "looks", "look"))
 		h.stillShortWords(&b, im)
 	case im.unlisted() > 0 || len(im.Healthy) == 0:
+		var on []int
+		for _, sg := range im.Short {
+			if sg.UnlistedMiB > 0 {
+				on = append(on, sg.Index)
+			}
+		}
+		if len(on) == 0 {
+			on = im.shortIndexes()
+		}
 		fmt.Fprintf(&b, "nvidia-smi lists no process for %s of the memory used on %s (see ghost-memory), so nothing on this host is known to be using it.",
-			fmtMiB(im.unlisted()), short)
+			fmtMiB(im.unlisted()), FormatGPUs(on))
 	default:
 		// Every byte is held by work that looks healthy: the host is shared between jobs,
 		// which explains why a wide launch fails but is not a fault of the host.
