@@ -243,6 +243,16 @@ func (h *host) busyFindings() []Finding {
 	}
 	slices.Sort(keys)
 	var out []Finding
+	var folded []int
+	if len(keys) > maxDetailed {
+		for _, k := range keys[maxDetailed:] {
+			for _, gp := range jobs[k] {
+				folded = append(folded, gp.PID)
+			}
+		}
+		slices.Sort(folded)
+		keys = keys[:maxDetailed]
+	}
 	for _, k := range keys {
 		procs := jobs[k]
 		perGPU := map[int]int64{}
@@ -285,6 +295,9 @@ func (h *host) busyFindings() []Finding {
 				fmtMiB(gp.memMiB()), FormatGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
 		}
 		out = append(out, f)
+	}
+	if len(folded) > 0 {
+		out = append(out, foldedFinding(CodeGPUBusy, Info, "hold GPU memory in other jobs", folded))
 	}
 	return out
 }

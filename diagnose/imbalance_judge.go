@@ -300,7 +300,11 @@ func (h *host) stillShortWords(b *strings.Builder, im *Imbalance) {
 func (h *host) imbalanceFix(im *Imbalance, pass []int) []string {
 	var fix []string
 	seen := map[string]bool{}
-	for _, pid := range im.Leftover {
+	for i, pid := range im.Leftover {
+		if i == maxHolderLines {
+			fix = append(fix, fmt.Sprintf("# and %s more leftover processes: their commands are in their leftover-process findings", thousands(int64(len(im.Leftover)-i))))
+			break
+		}
 		for _, c := range h.stopCommands(h.gpByPID[pid]) {
 			if !seen[c] {
 				seen[c] = true

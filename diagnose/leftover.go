@@ -338,13 +338,20 @@ var stateNames = map[string]string{
 // leftoverFindings reports each process judgeLeftovers flagged.
 func (h *host) leftoverFindings() []Finding {
 	var out []Finding
+	var folded []int
 	for i := range h.procs {
 		gp := &h.procs[i]
 		v, ok := h.leftovers[gp.PID]
-		if !ok {
-			continue
+		switch {
+		case !ok:
+		case len(out) == maxDetailed:
+			folded = append(folded, gp.PID)
+		default:
+			out = append(out, h.leftoverFinding(gp, v))
 		}
-		out = append(out, h.leftoverFinding(gp, v))
+	}
+	if len(folded) > 0 {
+		out = append(out, foldedFinding(CodeLeftoverProcess, Error, "look abandoned", folded))
 	}
 	return out
 }
@@ -473,6 +480,10 @@ func (h *host) shmDeletedFindings() []Finding {
 	}
 	slices.Sort(pids)
 	var out []Finding
+	var folded []int
+	if len(pids) > maxDetailed {
+		pids, folded = pids[:maxDetailed], pids[maxDetailed:]
+	}
 	for _, pid := range pids {
 		uses := perPID[pid]
 		var total int64
@@ -498,8 +509,11 @@ func (h *host) shmDeletedFindings() []Finding {
 			if len(how) > 0 {
 				line += ", " + strings.Join(how, " and ")
 			}
-			if others := without(holders[u.Path], pid); len(others) > 0 {
+			if others, more := someOthers(holders[u.Path], pid); len(others) > 0 {
 				line += ", also kept by " + fmtPIDs(others)
+				if more > 0 {
+					line += fmt.Sprintf(" and %d more", more)
+				}
 			}
 			f.Evidence = append(f.Evidence, line)
 		}
@@ -530,17 +544,29 @@ func (h *host) shmDeletedFindings() []Finding {
 		f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
 		out = append(out, f)
 	}
+	if len(folded) > 0 {
+		out = append(out, foldedFinding(CodeShmDeletedMapped, Warning, "keep deleted /dev/shm files in RAM", folded))
+	}
 	return out
 }
 
-func without(xs []int, x int) []int {
-	var out []int
+// maxOthers bounds the other holders a line names: on a host where thousands of processes
+// keep the same file, listing them all in each process's finding would be quadratic.
+const maxOthers = 10
+
+// someOthers is up to maxOthers of xs other than x, and how many more there are; x is in xs
+// once (the holders of a file include the process whose finding this is).
+func someOthers(xs []int, x int) (others []int, more int) {
 	for _, y := range xs {
-		if y != x {
-			out = append(out, y)
+		if y == x {
+			continue
 		}
+		if len(others) == maxOthers {
+			return others, len(xs) - 1 - maxOthers
+		}
+		others = append(others, y)
 	}
-	return out
+	return others, 0
 }
 
 // twoOldestJobs finds, once per host, the two oldest jobs that hold GPU memory (each aged by
