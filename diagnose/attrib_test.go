@@ -285,3 +285,26 @@ func TestImbalanceJudgement(t *testing.T) {
 		t.Errorf("severity %v, want error (a leftover is involved)", f.Severity)
 	}
 }
+
+// TestGhostBlamesNoListedProcess: a healthy server that nvidia-smi lists on GPU 1 has every
+// device node open, as CUDA does; GPU 0's memory with no process listed is not its doing.
+func TestGhostBlamesNoListedProcess(t *testing.T) {
+	s := idle()
+	v := proc(52021, 1, "S", 998, "vllm", 2*time.Hour, "python3", "-m", "vllm.entrypoints.openai.api_server")
+	v.Cgroup = serviceCgroup("vllm.service")
+	s.Processes = append(s.Processes, v)
+	s.Units = append(s.Units, parse.Unit{Name: "vllm.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(52021)})
+	s.Apps = append(s.Apps, app(52021, 1, 30_000, "python3"))
+	s.Holders = append(s.Holders, holders(52021, "/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1")...)
+	*s.GPUs[1].MemoryUsedMiB, *s.GPUs[1].MemoryFreeMiB = 30_010, 97_252-30_010
+	*s.GPUs[0].MemoryUsedMiB, *s.GPUs[0].MemoryFreeMiB = 30_000, 97_252-30_000
+	fs := Diagnose(s, refTime).Findings
+	g := findCode(fs, CodeGhostMemory)
+	if g == nil || len(g.PIDs) != 0 {
+		t.Fatalf("ghost-memory should name no process:\n%s", dump(fs))
+	}
+	in := scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`kill|systemctl`)}}
+	if bad := in.Blamed(blaming(fs)...); len(bad) > 0 {
+		t.Errorf("innocents blamed:\n  %s", strings.Join(bad, "\n  "))
+	}
+}

@@ -73,7 +73,9 @@ func (h *host) judgeImbalance(grp []gpuMem, short []int) *Imbalance {
 		for _, gp := range h.onGPU[gi] {
 			mem := gp.GPUMemoryMiB[gi]
 			if mem <= 0 {
-				if !h.isDriverHelper(gp.PID) {
+				// A process listed with memory on other GPUs opened this device the way CUDA
+				// opens every one; only unlisted holders are candidates (see ghostFinding).
+				if !h.isDriverHelper(gp.PID) && !(gp.Listed && gp.memMiB() > 0) {
 					sg.DeviceOpen = append(sg.DeviceOpen, gp.PID)
 				}
 				continue
