@@ -163,7 +163,7 @@ func (h *host) descendsFrom(pid, anc int) bool {
 	return false
 }
 
-// runningUnit is the unit's state when its manager says it is running.
+// running reports whether the unit's manager says it is running.
 func running(s *parse.Unit) bool {
 	switch s.ActiveState {
 	case "active", "reloading", "activating":
@@ -184,10 +184,35 @@ func (h *host) stoppableUnit(gp *GPUProcess) (unitRef, bool) {
 	if s == nil || !running(s) || s.MainPID == nil || *s.MainPID <= 1 {
 		return unitRef{}, false
 	}
-	if !h.descendsFrom(gp.PID, *s.MainPID) {
+	if !h.descendsFrom(gp.PID, *s.MainPID) || h.healthyInUnit(u, gp.PID) {
 		return unitRef{}, false
 	}
 	return u, true
+}
+
+// healthyInUnit reports whether GPU work other than pid that is not judged left over runs in
+// u: stopping u would stop it too, so the PID is the handle then. The index is built once,
+// after the leftovers are judged.
+func (h *host) healthyInUnit(u unitRef, pid int) bool {
+	if h.healthyUnits == nil {
+		h.healthyUnits = map[string][]int{}
+		for i := range h.procs {
+			gp := &h.procs[i]
+			ref, ok := h.procUnit(gp)
+			if _, bad := h.leftovers[gp.PID]; !ok || bad || gp.memMiB() <= 0 {
+				continue
+			}
+			if k := ref.key(); len(h.healthyUnits[k]) < 2 {
+				h.healthyUnits[k] = append(h.healthyUnits[k], gp.PID)
+			}
+		}
+	}
+	for _, other := range h.healthyUnits[u.key()] {
+		if other != pid {
+			return true
+		}
+	}
+	return false
 }
 
 // strayInUnit reports a process that runs in a running unit's cgroup but outside its main

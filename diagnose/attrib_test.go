@@ -207,6 +207,26 @@ func TestAttribution(t *testing.T) {
 			fix:      []string{"kill 41017"},
 			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`kill .*52021|CUDA_VISIBLE_DEVICES`)}},
 		},
+		{
+			name: "a stopped worker of a healthy service: its PID, not the service it shares",
+			snap: func() *parse.Snapshot {
+				s := busyTP8()
+				// One more rank, stopped with SIGSTOP, below the healthy launcher.
+				w := proc(culprit, 3000, "T", 998, "sglang", time.Hour, "sglang::scheduler_TP8")
+				w.Cgroup = serviceCgroup("sglang.service")
+				s.Processes = append(s.Processes, w)
+				s.Apps = append(s.Apps, app(culprit, 0, 9_000, "sglang::scheduler_TP8"))
+				*s.GPUs[0].MemoryUsedMiB += 9_000
+				*s.GPUs[0].MemoryFreeMiB -= 9_000
+				// The launcher holds memory too, so the parent line speaks of healthy work.
+				s.Apps = append(s.Apps, app(3000, 1, 500, "python3"))
+				return s
+			},
+			code:     CodeLeftoverProcess,
+			fix:      []string{"kill 41017; kill -CONT 41017"},
+			evHas:    []string{"parent: PID 3000 (/opt/sglang/bin, looks healthy)"},
+			innocent: scenario.Innocents{PIDs: []int{3010, 3011, 3012, 3013, 3014, 3015, 3016, 3017}, Commands: []*regexp.Regexp{regexp.MustCompile(`systemctl`)}},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -401,7 +401,13 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 		if *gp.PPID == 1 && !managed(gp) {
 			line += " (orphaned: re-parented to init)"
 		} else if pp := h.procByPID[*gp.PPID]; pp != nil && pp.Comm != "" {
-			line += " (" + pp.Comm + ")"
+			_, bad := h.leftovers[pp.PID]
+			if parent := h.gpByPID[pp.PID]; parent != nil && !bad && gp.State != "Z" && parent.memMiB() > 0 {
+				// The parent is GPU work judged healthy: say so, lest its PID read as blame.
+				line += " (" + pp.Comm + ", looks healthy)"
+			} else {
+				line += " (" + pp.Comm + ")"
+			}
 		}
 		f.Evidence = append(f.Evidence, line)
 	}
@@ -530,7 +536,10 @@ func (h *host) shmDeletedFindings() []Finding {
 			// Not a GPU process: describe it from /proc alone.
 			p := h.procByPID[pid]
 			gp = &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
-				Unit: p.Cgroup.Unit, Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+				Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+			if u, ok := unitOf(p.Cgroup); ok {
+				gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
+			}
 		}
 		f.GPUs = slices.Clone(gp.GPUs)
 		head := []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}

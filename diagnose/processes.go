@@ -29,6 +29,9 @@ type host struct {
 	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
+	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not
+	// left over; built on first use, after the leftovers are judged.
+	healthyUnits map[string][]int
 
 	// oldestJobs are the two oldest jobs holding GPU memory, oldest first, each by its
 	// oldest process: enough to answer "how old is the oldest other job" in O(1).
