@@ -444,6 +444,9 @@ func TestStagedHosts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Stages are independent: each has its own fake nvidia-smi, cgroups and files, and
+			// checks only its own GPUs and processes.
+			t.Parallel()
 			s := newStage(t)
 			want := c.build(s)
 			r := s.run()
