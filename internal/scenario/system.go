@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The rest of a host that processes are attributed to: real cgroups, so /proc/PID/cgroup
@@ -40,18 +41,26 @@ func MakeCgroup(root, rel string) (string, error) {
 	return dir, nil
 }
 
-// RemoveCgroups removes the cgroup tree at dir, deepest first; a cgroup that still has
-// processes stays (the kernel refuses), so call it after they have exited.
+// RemoveCgroups removes the cgroup tree at dir, deepest first. The kernel refuses while a
+// cgroup still has processes, and a signalled process takes a moment to exit, so it retries
+// for up to five seconds.
 func RemoveCgroups(dir string) {
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var dirs []string
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = os.Remove(dirs[i])
 		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		_ = os.Remove(dirs[i])
+		if _, err := os.Stat(dir); os.IsNotExist(err) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
