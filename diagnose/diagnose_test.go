@@ -248,7 +248,7 @@ func TestDiagnoseScenarios(t *testing.T) {
 			snap: ghostHolder,
 			want: []want{{code: CodeGhostMemory, severity: Warning, gpus: []int{3}, pids: []int{5555},
 				evidence: []string{"GPU 3: /dev/nvidia3 open in PID 5555, root (uid 0)", "container: docker:abcdef123456"},
-				fix:      []string{"docker stop abcdef123456", verifyGPU}}},
+				fix:      []string{"docker stop -- abcdef123456", verifyGPU}}},
 			not:   []string{CodeLeftoverProcess},
 			worst: Error,
 		},
@@ -267,7 +267,7 @@ func TestDiagnoseScenarios(t *testing.T) {
 			want: []want{{code: CodeLeftoverProcess, severity: Error, pids: []int{4000}, gpus: []int{2},
 				title:    []string{"60,000 MiB", "GPU 2"},
 				evidence: []string{"reason: its systemd unit vllm.service is failed (result: exit-code)", "systemd unit: vllm.service (failed/failed, result exit-code)"},
-				fix:      []string{"systemctl stop vllm.service", "kill 4000", verifyGPU}}},
+				fix:      []string{"kill 4000", "sleep 30; kill -0 4000 2>/dev/null && kill -9 4000", verifyGPU}}},
 			worst: Error,
 		},
 		{
@@ -275,7 +275,7 @@ func TestDiagnoseScenarios(t *testing.T) {
 			snap: docker,
 			want: []want{{code: CodeLeftoverProcess, severity: Error, pids: []int{5000},
 				evidence: []string{"container: docker:b708f3d89365"},
-				fix:      []string{"docker stop b708f3d89365", verifyGPU}}},
+				fix:      []string{"docker stop -- b708f3d89365", verifyGPU}}},
 			worst: Error,
 		},
 		{
@@ -283,7 +283,7 @@ func TestDiagnoseScenarios(t *testing.T) {
 			snap: slurm,
 			want: []want{{code: CodeLeftoverProcess, severity: Error, pids: []int{6000},
 				evidence: []string{"Slurm job: 12345 step 0", "reason: it is stopped (state T"},
-				fix:      []string{"scancel 12345", verifyGPU}}},
+				fix:      []string{"scancel -- 12345", verifyGPU}}},
 			worst: Error,
 		},
 		{

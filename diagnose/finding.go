@@ -5,6 +5,7 @@ package diagnose
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +75,8 @@ type Finding struct {
 	Fix []string
 	// Kind refines the code where it has variants (smi-failed: missing, no-driver, ...).
 	Kind string
+	// Imbalance is the judgement behind a memory-imbalance finding; nil for other codes.
+	Imbalance *Imbalance
 }
 
 // GPUProcess is one process that holds GPU memory or a GPU device, with everything the probe
@@ -93,11 +96,14 @@ type GPUProcess struct {
 	// GPUs are the GPU indexes the process uses: nvidia-smi rows and /dev/nvidiaN fds.
 	GPUs []int
 	// Listed is true when nvidia-smi listed it as a compute app.
-	Listed    bool
-	Unit      string
-	Container string // runtime:id, e.g. "docker:b708f3d89365"
-	SlurmJob  string
-	Shm       []parse.ShmUse
+	Listed bool
+	Unit   string
+	// UnitUserUID is set when Unit belongs to that user's systemd manager (user@UID.service),
+	// not to the system's: a user's "sshd.service" is not the host's sshd.
+	UnitUserUID *int
+	Container   string // runtime:id, e.g. "docker:b708f3d89365"
+	SlurmJob    string
+	Shm         []parse.ShmUse
 }
 
 // Result is the diagnosis of one host.
@@ -115,4 +121,18 @@ func (r Result) Worst() Severity {
 		}
 	}
 	return w
+}
+
+// UnitLabel names the process's systemd unit for people: "vllm.service", or for a unit of a
+// user's own manager "user unit sshd.service of alice (uid 1000)", so that it can never be
+// read as the system's unit of the same name. Empty when the process is in no unit.
+func (p GPUProcess) UnitLabel() string {
+	if p.Unit == "" || p.UnitUserUID == nil {
+		return p.Unit
+	}
+	uid := strconv.Itoa(*p.UnitUserUID)
+	if p.UID != nil && *p.UID == *p.UnitUserUID && p.User != "" {
+		return "user unit " + p.Unit + " of " + p.User + " (uid " + uid + ")"
+	}
+	return "user unit " + p.Unit + " of uid " + uid
 }

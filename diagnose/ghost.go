@@ -58,6 +58,7 @@ func (h *host) ghostFinding() (Finding, bool) {
 	f := Finding{Code: CodeGhostMemory, Severity: Warning}
 	var total int64
 	var suspects []*GPUProcess // non-helper holders of a ghost GPU's device
+	suspected := map[int]bool{}
 	for _, g := range ghosts {
 		f.GPUs = append(f.GPUs, g.Index)
 		total += *g.MemoryUsedMiB
@@ -71,9 +72,12 @@ func (h *host) ghostFinding() (Finding, bool) {
 		}
 		f.Evidence = append(f.Evidence, line)
 		dev := "/dev/nvidia" + strconv.Itoa(g.Index)
-		for i := range h.procs {
-			gp := &h.procs[i]
-			if !slices.Contains(gp.GPUs, g.Index) {
+		elsewhere := 0
+		for _, gp := range h.onGPU[g.Index] {
+			if gp.Listed && gp.memMiB() > 0 {
+				// nvidia-smi maps this process and lists its memory on other GPUs: it is not
+				// hidden from it, and CUDA opens every device node it may use.
+				elsewhere++
 				continue
 			}
 			who := fmt.Sprintf("PID %d, %s", gp.PID, h.userName(gp.UID, gp.User))
@@ -88,9 +92,14 @@ func (h *host) ghostFinding() (Finding, bool) {
 				continue
 			}
 			f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s open in %s: %s", g.Index, dev, who, h.cmdline(gp.PID)))
-			if !slices.Contains(suspects, gp) {
+			if !suspected[gp.PID] {
+				suspected[gp.PID] = true
 				suspects = append(suspects, gp)
 			}
+		}
+		if elsewhere > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s is also open in %d %s that nvidia-smi lists with memory on other GPUs: CUDA opens every device it may use, so %s not the owner",
+				g.Index, dev, elsewhere, plural(elsewhere, "process", "processes"), plural(elsewhere, "that one is", "those are")))
 		}
 	}
 	slices.SortFunc(suspects, func(a, b *GPUProcess) int { return a.PID - b.PID })

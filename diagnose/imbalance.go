@@ -165,98 +165,26 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 	}
 	f.Evidence = append(f.Evidence, vline)
 
-	// Who holds the memory on the GPUs that fall short.
-	var holders []*GPUProcess
-	var unattributed int64
-	leftover := false
-	for _, gi := range short {
-		var on []*GPUProcess
-		var sum int64
-		for i := range h.procs {
-			gp := &h.procs[i]
-			if mem := gp.GPUMemoryMiB[gi]; mem > 0 {
-				on = append(on, gp)
-				sum += mem
-			}
-		}
-		slices.SortFunc(on, func(a, b *GPUProcess) int {
-			return cmp.Or(cmp.Compare(b.GPUMemoryMiB[gi], a.GPUMemoryMiB[gi]), cmp.Compare(a.PID, b.PID))
-		})
-		for _, gp := range on {
-			line := fmt.Sprintf("GPU %d: PID %d holds %s: %s", gi, gp.PID, fmtMiB(gp.GPUMemoryMiB[gi]), h.cmdline(gp.PID))
-			if _, ok := h.leftovers[gp.PID]; ok {
-				line += " (looks abandoned: see leftover-process)"
-				leftover = true
-			}
-			f.Evidence = append(f.Evidence, line)
-			if !slices.Contains(holders, gp) {
-				holders = append(holders, gp)
-			}
-		}
-		if g := h.gpuByIndex[gi]; g != nil && g.MemoryUsedMiB != nil {
-			if rest := *g.MemoryUsedMiB - sum; rest > h.ghostBaseline(g) {
-				line := fmt.Sprintf("GPU %d: %s used by no listed process (see ghost-memory)", gi, fmtMiB(rest))
-				var open []int
-				for i := range h.procs {
-					gp := &h.procs[i]
-					if gp.GPUMemoryMiB[gi] == 0 && slices.Contains(gp.GPUs, gi) && !h.isDriverHelper(gp.PID) {
-						open = append(open, gp.PID)
-					}
-				}
-				if len(open) > 0 {
-					line += fmt.Sprintf("; /dev/nvidia%d is open in %s", gi, fmtPIDs(open))
-				}
-				f.Evidence = append(f.Evidence, line)
-				unattributed += rest
-			}
-		}
+	im := h.judgeImbalance(grp, short)
+	f.Imbalance = im
+	f.Evidence = append(f.Evidence, h.imbalanceHolderLines(im)...)
+	f.PIDs = append(slices.Clone(im.Leftover), im.Healthy...)
+	slices.Sort(f.PIDs)
+	f.Severity = Info
+	if len(im.Leftover) > 0 || im.unlisted() > 0 || len(im.Healthy) == 0 {
+		f.Severity = Error
 	}
-	slices.SortFunc(holders, func(a, b *GPUProcess) int { return a.PID - b.PID })
-	for _, gp := range holders {
-		f.PIDs = append(f.PIDs, gp.PID)
-	}
-
-	var ex strings.Builder
-	fmt.Fprintf(&ex, "A tensor-parallel launch across %s fails SGLang's startup check (\"The memory capacity is unbalanced. Some GPUs may be occupied by other processes.\"): "+
+	f.Explanation = fmt.Sprintf("A tensor-parallel launch across %s fails SGLang's startup check (\"The memory capacity is unbalanced. Some GPUs may be occupied by other processes.\"): "+
 		"each rank takes the smallest free memory across all ranks and refuses to start if it is below 90%% of its own free memory. "+
 		"Here GPU %d has %s free and GPU %d has %s, and %s. "+
 		"SGLang prints these numbers in GiB, measured after each rank has created its CUDA context, so its figures read a little lower. ",
 		FormatGPUs(idx), lo.g.Index, fmtMiB(lo.free), hi.g.Index, fmtMiB(hi.free), check)
 	if len(vfail) > 0 {
-		fmt.Fprintf(&ex, "vLLM checks each GPU on its own: with gpu_memory_utilization=0.9 it needs %s free on every GPU, which %s %s not have. ",
+		f.Explanation += fmt.Sprintf("vLLM checks each GPU on its own: with gpu_memory_utilization=0.9 it needs %s free on every GPU, which %s %s not have. ",
 			fmtMiB(vneed), FormatGPUs(vfail), plural(len(vfail), "does", "do"))
 	}
-	var who []string
-	for _, gp := range holders {
-		who = append(who, fmt.Sprintf("PID %d (%s, %s)", gp.PID, shortCmd(gp), fmtMiB(gp.memMiB())))
-	}
-	switch {
-	case leftover:
-		f.Severity = Error
-		fmt.Fprintf(&ex, "The memory missing on %s is held by %s, which looks left over from an earlier run (see leftover-process): stopping it brings the GPUs back into balance.",
-			FormatGPUs(short), strings.Join(who, ", "))
-	case unattributed > 0 || len(holders) == 0:
-		f.Severity = Error
-		fmt.Fprintf(&ex, "nvidia-smi lists no process for %s of the memory used on %s (see ghost-memory), so nothing on this host is known to be using it.",
-			fmtMiB(unattributed), FormatGPUs(short))
-	default:
-		// Every byte is held by work that looks healthy: the host is shared between jobs,
-		// which explains why a wide launch fails but is not a fault of the host.
-		f.Severity = Info
-		fmt.Fprintf(&ex, "The memory on %s is held by running work that looks healthy: %s. Either wait for it to finish, or launch only on the GPUs that have room, with CUDA_VISIBLE_DEVICES set to them and a tensor-parallel size that fits.",
-			FormatGPUs(short), strings.Join(who, ", "))
-	}
-	f.Explanation = ex.String()
-
-	for _, gp := range holders {
-		if _, ok := h.leftovers[gp.PID]; ok {
-			f.Fix = append(f.Fix, h.stopCommands(gp)...)
-		}
-	}
-	if f.Severity == Info && len(pass) > 0 {
-		f.Fix = append(f.Fix, "export CUDA_VISIBLE_DEVICES="+joinInts(pass, ",")+"  # only the GPUs with room")
-	}
-	f.Fix = append(f.Fix, "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv")
+	f.Explanation += h.imbalanceVerdict(im)
+	f.Fix = h.imbalanceFix(im, pass)
 	return f, true
 }
 
@@ -315,6 +243,16 @@ func (h *host) busyFindings() []Finding {
 	}
 	slices.Sort(keys)
 	var out []Finding
+	var folded []int
+	if len(keys) > maxDetailed {
+		for _, k := range keys[maxDetailed:] {
+			for _, gp := range jobs[k] {
+				folded = append(folded, gp.PID)
+			}
+		}
+		slices.Sort(folded)
+		keys = keys[:maxDetailed]
+	}
 	for _, k := range keys {
 		procs := jobs[k]
 		perGPU := map[int]int64{}
@@ -357,6 +295,9 @@ func (h *host) busyFindings() []Finding {
 				fmtMiB(gp.memMiB()), FormatGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
 		}
 		out = append(out, f)
+	}
+	if len(folded) > 0 {
+		out = append(out, foldedFinding(CodeGPUBusy, Info, "hold GPU memory in other jobs", folded))
 	}
 	return out
 }

@@ -110,7 +110,7 @@ func (v leftoverVerdict) reasons() []string { return append(slices.Clone(v.stron
 // managed reports whether something other than a login shell owns the process: a service, a
 // container, a pod or a Slurm job. Orphaned processes there are normal (daemons re-parent).
 func managed(gp *GPUProcess) bool {
-	return gp.Container != "" || gp.SlurmJob != "" || (gp.Unit != "" && !isSessionScope(gp.Unit))
+	return gp.Container != "" || gp.SlurmJob != "" || (gp.Unit != "" && !isLoginUnit(unitRef{gp.Unit, gp.UnitUserUID}))
 }
 
 // judgeLeftovers fills h.leftovers for every GPU process that looks abandoned.
@@ -133,17 +133,26 @@ func (h *host) judgeLeftovers() {
 
 func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict {
 	var v leftoverVerdict
-	if u := h.units[gp.Unit]; u != nil {
+	ref, inUnit := h.procUnit(gp)
+	if u := h.unitState(ref); inUnit && u != nil {
 		switch u.ActiveState {
 		case "inactive", "failed", "deactivating":
-			s := fmt.Sprintf("its systemd unit %s is %s", u.Name, u.ActiveState)
+			s := fmt.Sprintf("its systemd unit %s is %s", h.unitLabel(ref), u.ActiveState)
 			if u.Result != "" && u.Result != "success" {
 				s += " (result: " + u.Result + ")"
 			}
 			v.strong = append(v.strong, s+", yet the process is still running")
 		}
 		if isSessionScope(u.Name) && u.SubState == "abandoned" {
-			v.weak = append(v.weak, "the login session that started it ("+u.Name+") has ended")
+			v.weak = append(v.weak, "the login session that started it ("+h.unitLabel(ref)+") has ended")
+		}
+	}
+	if ref, older, ok := h.strayInUnit(gp); ok {
+		s := fmt.Sprintf("it runs in %s's cgroup but not under the unit's current main process: it was orphaned (parent PID 1)", h.unitLabel(ref))
+		if older {
+			v.strong = append(v.strong, s+" and started before that main process, so an earlier stop or restart of the unit left it behind (KillMode=process)")
+		} else {
+			v.weak = append(v.weak, s)
 		}
 	}
 	switch p.State {
@@ -263,7 +272,10 @@ func (h *host) killCommands(gp *GPUProcess) []string {
 	return append(cmds, "sleep 30; kill -0 "+pid+" 2>/dev/null && "+sudo+"kill -9 "+pid)
 }
 
-// stopCommands are the commands that would make gp exit, through whatever owns it.
+// stopCommands are the commands that would make gp exit, through whatever owns it. Each acts
+// only on what the evidence names: the container, pod or job the cgroup names, a unit its own
+// manager ties to gp (see stoppableUnit), or else the PID itself. Every name from the host is
+// quoted by shellArg and placed after "--".
 func (h *host) stopCommands(gp *GPUProcess) []string {
 	p := h.procByPID[gp.PID]
 	var c parse.Cgroup
@@ -273,24 +285,20 @@ func (h *host) stopCommands(gp *GPUProcess) []string {
 	switch {
 	case c.PodUID != "":
 		return []string{
-			"kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep " + shellWord(c.PodUID),
-			"kubectl delete pod -n NAMESPACE NAME  # NAMESPACE and NAME from the line above",
+			"kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep -F -- " + shellArg(c.PodUID),
+			"kubectl delete pod -n NAMESPACE -- NAME  # NAMESPACE and NAME from the line above",
 		}
 	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
-		return []string{c.Runtime + " stop " + shellWord(short(c.ContainerID))}
+		return []string{c.Runtime + " stop -- " + shellArg(short(c.ContainerID))}
 	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
-		return []string{h.sudo(nil) + "crictl stop " + shellWord(c.ContainerID)}
+		return []string{h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}
 	case c.SlurmJob != "":
-		return []string{"scancel " + shellWord(c.SlurmJob)}
+		return []string{"scancel -- " + shellArg(c.SlurmJob)}
 	case gp.State == "Z":
 		return h.zombieCommands(gp)
-	case c.Unit != "" && !isSessionScope(c.Unit) && c.Unit != "slurmstepd.scope" && !strings.HasPrefix(c.Unit, "user@"):
-		cmds := []string{h.sudo(nil) + "systemctl stop " + shellWord(c.Unit)}
-		if u := h.units[c.Unit]; u != nil && u.ActiveState != "active" && u.ActiveState != "reloading" && u.ActiveState != "activating" {
-			// systemd considers the unit stopped already; the process escaped it.
-			cmds = append(cmds, h.killCommands(gp)...)
-		}
-		return cmds
+	}
+	if u, ok := h.stoppableUnit(gp); ok {
+		return []string{h.unitStopCommand(u)}
 	}
 	return h.killCommands(gp)
 }
@@ -330,13 +338,20 @@ var stateNames = map[string]string{
 // leftoverFindings reports each process judgeLeftovers flagged.
 func (h *host) leftoverFindings() []Finding {
 	var out []Finding
+	var folded []int
 	for i := range h.procs {
 		gp := &h.procs[i]
 		v, ok := h.leftovers[gp.PID]
-		if !ok {
-			continue
+		switch {
+		case !ok:
+		case len(out) == maxDetailed:
+			folded = append(folded, gp.PID)
+		default:
+			out = append(out, h.leftoverFinding(gp, v))
 		}
-		out = append(out, h.leftoverFinding(gp, v))
+	}
+	if len(folded) > 0 {
+		out = append(out, foldedFinding(CodeLeftoverProcess, Error, "look abandoned", folded))
 	}
 	return out
 }
@@ -386,7 +401,13 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 		if *gp.PPID == 1 && !managed(gp) {
 			line += " (orphaned: re-parented to init)"
 		} else if pp := h.procByPID[*gp.PPID]; pp != nil && pp.Comm != "" {
-			line += " (" + pp.Comm + ")"
+			_, bad := h.leftovers[pp.PID]
+			if parent := h.gpByPID[pp.PID]; parent != nil && !bad && gp.State != "Z" && parent.memMiB() > 0 {
+				// The parent is GPU work judged healthy: say so, lest its PID read as blame.
+				line += " (" + pp.Comm + ", looks healthy)"
+			} else {
+				line += " (" + pp.Comm + ")"
+			}
 		}
 		f.Evidence = append(f.Evidence, line)
 	}
@@ -414,9 +435,9 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 // ownerEvidence names the unit, container and job a process runs in.
 func (h *host) ownerEvidence(gp *GPUProcess) []string {
 	var ev []string
-	if gp.Unit != "" {
-		line := "systemd unit: " + gp.Unit
-		if u := h.units[gp.Unit]; u != nil {
+	if ref, ok := h.procUnit(gp); ok {
+		line := "systemd unit: " + h.unitLabel(ref)
+		if u := h.unitState(ref); u != nil {
 			line += " (" + u.ActiveState
 			if u.SubState != "" {
 				line += "/" + u.SubState
@@ -425,6 +446,8 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 				line += ", result " + u.Result
 			}
 			line += ")"
+		} else {
+			line += " (state unknown: its manager's answer for it was not in the capture)"
 		}
 		ev = append(ev, line)
 	}
@@ -463,6 +486,10 @@ func (h *host) shmDeletedFindings() []Finding {
 	}
 	slices.Sort(pids)
 	var out []Finding
+	var folded []int
+	if len(pids) > maxDetailed {
+		pids, folded = pids[:maxDetailed], pids[maxDetailed:]
+	}
 	for _, pid := range pids {
 		uses := perPID[pid]
 		var total int64
@@ -488,8 +515,11 @@ func (h *host) shmDeletedFindings() []Finding {
 			if len(how) > 0 {
 				line += ", " + strings.Join(how, " and ")
 			}
-			if others := without(holders[u.Path], pid); len(others) > 0 {
+			if others, more := someOthers(holders[u.Path], pid); len(others) > 0 {
 				line += ", also kept by " + fmtPIDs(others)
+				if more > 0 {
+					line += fmt.Sprintf(" and %d more", more)
+				}
 			}
 			f.Evidence = append(f.Evidence, line)
 		}
@@ -506,7 +536,10 @@ func (h *host) shmDeletedFindings() []Finding {
 			// Not a GPU process: describe it from /proc alone.
 			p := h.procByPID[pid]
 			gp = &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
-				Unit: p.Cgroup.Unit, Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+				Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+			if u, ok := unitOf(p.Cgroup); ok {
+				gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
+			}
 		}
 		f.GPUs = slices.Clone(gp.GPUs)
 		head := []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
@@ -520,17 +553,29 @@ func (h *host) shmDeletedFindings() []Finding {
 		f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
 		out = append(out, f)
 	}
+	if len(folded) > 0 {
+		out = append(out, foldedFinding(CodeShmDeletedMapped, Warning, "keep deleted /dev/shm files in RAM", folded))
+	}
 	return out
 }
 
-func without(xs []int, x int) []int {
-	var out []int
+// maxOthers bounds the other holders a line names: on a host where thousands of processes
+// keep the same file, listing them all in each process's finding would be quadratic.
+const maxOthers = 10
+
+// someOthers is up to maxOthers of xs other than x, and how many more there are; x is in xs
+// once (the holders of a file include the process whose finding this is).
+func someOthers(xs []int, x int) (others []int, more int) {
 	for _, y := range xs {
-		if y != x {
-			out = append(out, y)
+		if y == x {
+			continue
 		}
+		if len(others) == maxOthers {
+			return others, len(xs) - 1 - maxOthers
+		}
+		others = append(others, y)
 	}
-	return out
+	return others, 0
 }
 
 // twoOldestJobs finds, once per host, the two oldest jobs that hold GPU memory (each aged by

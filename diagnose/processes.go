@@ -18,14 +18,20 @@ type host struct {
 	gpuByUUID  map[string]int // upper-cased UUID -> GPU index
 	gpuByIndex map[int]*parse.GPU
 	procByPID  map[int]*parse.Process
-	units      map[string]*parse.Unit
+	units      map[string]*parse.Unit // by unitRef.key: the manager and the name
 	uidNames   map[int]string
 
-	procs     []GPUProcess // sorted by PID
-	gpByPID   map[int]*GPUProcess
+	procs   []GPUProcess // sorted by PID
+	gpByPID map[int]*GPUProcess
+	// onGPU lists, per GPU index, the processes that use it (memory or device), by PID:
+	// every per-GPU question is answered from it in time linear in its answer.
+	onGPU     map[int][]*GPUProcess
 	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
+	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not
+	// left over; built on first use, after the leftovers are judged.
+	healthyUnits map[string][]int
 
 	// oldestJobs are the two oldest jobs holding GPU memory, oldest first, each by its
 	// oldest process: enough to answer "how old is the oldest other job" in O(1).
@@ -71,7 +77,8 @@ func newHost(s *parse.Snapshot, now time.Time) *host {
 		h.uidNames[*s.Host.UID] = s.Host.User
 	}
 	for i := range s.Units {
-		h.units[s.Units[i].Name] = &s.Units[i]
+		u := &s.Units[i]
+		h.units[unitKey(u.Name, u.UserManagerUID)] = u
 	}
 	h.joinProcesses()
 	return h
@@ -168,7 +175,9 @@ func (h *host) joinProcesses() {
 			}
 			gp.Elapsed = &e
 		}
-		gp.Unit = p.Cgroup.Unit
+		if u, ok := unitOf(p.Cgroup); ok {
+			gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
+		}
 		gp.Container = containerName(p.Cgroup)
 		gp.SlurmJob = p.Cgroup.SlurmJob
 		gp.Shm = p.Shm
@@ -178,8 +187,13 @@ func (h *host) joinProcesses() {
 		h.procs = append(h.procs, *gp)
 	}
 	slices.SortFunc(h.procs, func(a, b GPUProcess) int { return a.PID - b.PID })
+	h.onGPU = map[int][]*GPUProcess{}
 	for i := range h.procs {
-		h.gpByPID[h.procs[i].PID] = &h.procs[i]
+		gp := &h.procs[i]
+		h.gpByPID[gp.PID] = gp
+		for _, g := range gp.GPUs {
+			h.onGPU[g] = append(h.onGPU[g], gp)
+		}
 	}
 }
 
@@ -320,8 +334,9 @@ func (h *host) jobKey(gp *GPUProcess) string {
 		return gp.Container
 	case gp.SlurmJob != "":
 		return "slurm job " + gp.SlurmJob
-	case gp.Unit != "" && !isSessionScope(gp.Unit):
-		return gp.Unit
+	}
+	if u, ok := h.procUnit(gp); ok && !isLoginUnit(u) {
+		return h.unitLabel(u)
 	}
 	// A hand-started job: its topmost ancestor the probe described, so a launcher and its
 	// per-GPU workers read as one; when the parent was not described (it holds no GPU
@@ -331,12 +346,13 @@ func (h *host) jobKey(gp *GPUProcess) string {
 		return "pid " + strconv.Itoa(gp.PID)
 	}
 	seen := map[int]bool{cur.PID: true}
-	for cur.PPID != nil && *cur.PPID > 1 && !seen[*cur.PPID] {
+	for steps := 0; cur.PPID != nil && *cur.PPID > 1 && !seen[*cur.PPID] && steps < maxAncestry; steps++ {
 		parent := h.procByPID[*cur.PPID]
 		if parent == nil {
 			return "ppid " + strconv.Itoa(*cur.PPID)
 		}
-		if pc := parent.Cgroup; pc.ContainerID != "" || pc.PodUID != "" || pc.SlurmJob != "" || (pc.Unit != "" && !isSessionScope(pc.Unit)) {
+		pc := parent.Cgroup
+		if u, ok := unitOf(pc); pc.ContainerID != "" || pc.PodUID != "" || pc.SlurmJob != "" || (ok && !isLoginUnit(u)) {
 			break
 		}
 		seen[parent.PID] = true

@@ -441,6 +441,16 @@ func (c *checker) bestSubset(groups [][]gpuMem) (best []int, bestMin int64, ok b
 // condition or fall short of SGLang's 0.9 × the group's most free memory.
 func (c *checker) blockers(groups [][]gpuMem, r Result, leftover map[int]bool) []Blocker {
 	var out []Blocker
+	// Each GPU's holders, indexed once: a pass over every process per GPU would be quadratic
+	// on a host with many of both.
+	onGPU := map[int][]int{}
+	for i, p := range r.Processes {
+		for g, mem := range p.GPUMemoryMiB {
+			if mem > 0 {
+				onGPU[g] = append(onGPU[g], i)
+			}
+		}
+	}
 	for _, grp := range groups {
 		if len(grp) < c.job.TP {
 			continue
@@ -456,11 +466,11 @@ func (c *checker) blockers(groups [][]gpuMem, r Result, leftover map[int]bool) [
 			}
 			b := Blocker{GPU: g.index, FreeMiB: g.free}
 			var sum int64
-			for _, p := range r.Processes {
-				if mem := p.GPUMemoryMiB[g.index]; mem > 0 {
-					b.Holders = append(b.Holders, Holder{PID: p.PID, Name: p.Name, MiB: mem, Leftover: leftover[p.PID]})
-					sum += mem
-				}
+			for _, i := range onGPU[g.index] {
+				p := &r.Processes[i]
+				mem := p.GPUMemoryMiB[g.index]
+				b.Holders = append(b.Holders, Holder{PID: p.PID, Name: p.Name, MiB: mem, Leftover: leftover[p.PID]})
+				sum += mem
 			}
 			slices.SortFunc(b.Holders, func(x, y Holder) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.PID, y.PID)) })
 			if m.usedKnown {
@@ -638,10 +648,12 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 		if !leftover[p.PID] {
 			continue
 		}
+		counted := false
 		for g, mem := range p.GPUMemoryMiB {
 			if mem > 0 {
 				freed[g] += mem
-				if !slices.Contains(out.FixPIDs, p.PID) {
+				if !counted {
+					counted = true
 					out.FixPIDs = append(out.FixPIDs, p.PID)
 				}
 			}

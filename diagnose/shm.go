@@ -208,11 +208,13 @@ func (h *host) shmFullFinding() (Finding, bool) {
 	seen := map[string]bool{}
 	for i := range h.s.Processes {
 		p := &h.s.Processes[i]
+		counted := false
 		for _, u := range p.Shm {
 			if !u.Deleted {
 				continue
 			}
-			if !slices.Contains(delPIDs, p.PID) {
+			if !counted {
+				counted = true
 				delPIDs = append(delPIDs, p.PID)
 			}
 			if u.Bytes != nil && !seen[u.Path] {

@@ -68,7 +68,7 @@ func tieLine(t Tie) string {
 	if p.Elapsed != nil {
 		extra = append(extra, "running for "+age(p.Elapsed))
 	}
-	for _, v := range []string{p.Unit, p.Container, p.SlurmJob} {
+	for _, v := range []string{p.UnitLabel(), p.Container, p.SlurmJob} {
 		if v != "" {
 			extra = append(extra, Sanitize(v))
 		}

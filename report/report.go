@@ -333,7 +333,7 @@ func processMemory(p diagnose.GPUProcess) (total int64, ok bool) {
 func owner(p diagnose.GPUProcess) string {
 	var parts []string
 	if p.Unit != "" {
-		parts = append(parts, Sanitize(p.Unit))
+		parts = append(parts, Sanitize(p.UnitLabel()))
 	}
 	if p.Container != "" {
 		parts = append(parts, Sanitize(p.Container))

@@ -162,6 +162,12 @@ type Server struct {
 	// WantPID asks the kernel for this PID (root only, with Orphan; best effort through
 	// /proc/sys/kernel/ns_last_pid).
 	WantPID int
+	// Zombie makes the server fork a child that exits at once and is never reaped: Proc.Zombie
+	// is its PID, a zombie (state Z) until the server exits.
+	Zombie bool
+	// Cgroup, when set, is a cgroup v2 directory (see MakeCgroup) the server starts in, so
+	// /proc/PID/cgroup names the unit that directory's path ends in.
+	Cgroup string
 	// Python is the interpreter; python3 on PATH when empty.
 	Python string
 	// Enter, when set, is a command prefix that runs the server elsewhere, e.g.
@@ -174,6 +180,7 @@ type Server struct {
 // Proc is a started server.
 type Proc struct {
 	PID     int
+	Zombie  int // the unreaped child's PID, with Server.Zombie
 	cmd     *exec.Cmd
 	tmp     string
 	shmDir  string
@@ -228,6 +235,11 @@ func start(s Server) (*Proc, error) {
 				strconv.Itoa(s.WantPID - 1)}, argv...)
 		}
 	}
+	if s.Cgroup != "" {
+		// The shell joins the cgroup and then becomes the server (or setsid), so the server
+		// and everything it starts run there.
+		argv = append([]string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, s.Cgroup}, argv...)
+	}
 	argv = append(append([]string(nil), s.Enter...), argv...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = tmp
@@ -242,6 +254,9 @@ func start(s Server) (*Proc, error) {
 	if s.Delete {
 		cmd.Env = append(cmd.Env, "GT_DELETE=1")
 	}
+	if s.Zombie {
+		cmd.Env = append(cmd.Env, "GT_ZOMBIE=1")
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, p.cleanup(err)
 	}
@@ -254,7 +269,11 @@ func start(s Server) (*Proc, error) {
 	for {
 		b, err := os.ReadFile(ready)
 		if err == nil {
-			p.PID, err = strconv.Atoi(strings.TrimSpace(string(b)))
+			pids := append(strings.Fields(string(b)), "")
+			p.PID, err = strconv.Atoi(pids[0])
+			if err == nil && len(pids) > 2 {
+				p.Zombie, err = strconv.Atoi(pids[1])
+			}
 			if err != nil {
 				return nil, p.cleanup(err)
 			}
@@ -270,10 +289,15 @@ func start(s Server) (*Proc, error) {
 	}
 }
 
+// Pause stops the server with SIGSTOP (state T), as Ctrl-Z or a debugger would; Stop still
+// ends it.
+func (p *Proc) Pause() error { return syscall.Kill(p.PID, syscall.SIGSTOP) }
+
 // Stop kills the server and its workers and removes its files.
 func (p *Proc) Stop() {
 	if p.PID > 0 && !p.foreign {
 		_ = syscall.Kill(p.PID, syscall.SIGTERM)
+		_ = syscall.Kill(p.PID, syscall.SIGCONT) // a paused server acts on SIGTERM once continued
 		for i := 0; i < 100 && alive(p.PID); i++ {
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -321,6 +345,19 @@ func WorkerPIDs(pid int) []int {
 		}
 	}
 	return out
+}
+
+// WaitWorkers is WorkerPIDs once pid has n workers (a spawned worker shows its spawn_main
+// command line only once it has exec'd), or what it has after five seconds.
+func WaitWorkers(pid, n int) []int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ws := WorkerPIDs(pid)
+		if len(ws) >= n || time.Now().After(deadline) {
+			return ws
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // RunProbe runs the probe script as gputriage --local would (sh -s, the nonce on stdin), with smiDir

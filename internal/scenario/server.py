@@ -9,7 +9,9 @@
 #   GT_SHM_BYTES   bytes per file (default 1 MiB)
 #   GT_DELETE      "1": rm -rf GT_SHM_DIR after mapping, as the operator did
 #   GT_CHILDREN    number of spawned worker processes (multiprocessing "spawn", like TP ranks)
-#   GT_READY       file to create once everything is in place
+#   GT_ZOMBIE      "1": fork a child that exits at once and is never reaped (a zombie)
+#   GT_READY       file to create once everything is in place: the server's PID, then the
+#                  zombie's PID when there is one
 import mmap
 import multiprocessing
 import os
@@ -46,10 +48,17 @@ def main():
         p = ctx.Process(target=worker, args=(r,), daemon=True)
         p.start()
         kids.append(p)
+    zombie = 0
+    if os.environ.get("GT_ZOMBIE") == "1":
+        zombie = os.fork()
+        if zombie == 0:
+            os._exit(0)
     ready = os.environ.get("GT_READY")
     if ready:
         with open(ready + ".tmp", "w") as f:
             f.write("%d\n" % os.getpid())
+            if zombie:
+                f.write("%d\n" % zombie)
         os.rename(ready + ".tmp", ready)
 
     def stop(*_):

@@ -1,0 +1,507 @@
+package scenario_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/report"
+)
+
+// stage is one staged host: real processes in real cgroups, mapping real /dev/shm files, with
+// a fake nvidia-smi and systemctl answering for them.
+type stage struct {
+	t      *testing.T
+	root   string // this stage's cgroup tree
+	id     string
+	gpus   []scenario.GPU
+	apps   []scenario.App
+	extra  map[int]int64 // GPU index -> MiB used that no process is listed for
+	units  []scenario.Unit
+	shmDir int
+}
+
+func newStage(t *testing.T) *stage {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("staged hosts need root: cgroups and other users' /proc entries")
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 not installed")
+	}
+	root, err := scenario.CgroupV2Root()
+	if err != nil {
+		t.Skip(err)
+	}
+	id := fmt.Sprintf("gt-staged-%d-%d", os.Getpid(), time.Now().UnixNano())
+	dir, err := scenario.MakeCgroup(root, id)
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { scenario.RemoveCgroups(dir) })
+	return &stage{t: t, root: root, id: id, extra: map[int]int64{}}
+}
+
+// cgroup is a cgroup of this stage, e.g. "system.slice/vllm.service".
+func (s *stage) cgroup(rel string) string {
+	s.t.Helper()
+	dir, err := scenario.MakeCgroup(s.root, s.id+"/"+rel)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return dir
+}
+
+// gpuSet gives the host GPUs of these totals (MiB); mig lists the indexes with MIG enabled.
+func (s *stage) gpuSet(totals []int64, mig ...int) {
+	for i, total := range totals {
+		g := scenario.GPU{Index: i, UUID: fmt.Sprintf("GPU-5ca9ed00-0000-0000-0000-%012d", i), Name: "NVIDIA H100 80GB HBM3",
+			BusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i), TotalMiB: total, Driver: "580.95.05"}
+		if total < 40_000 {
+			g.Name = "NVIDIA GeForce RTX 4090"
+		}
+		if slices.Contains(mig, i) {
+			g.MIG = "Enabled"
+		}
+		s.gpus = append(s.gpus, g)
+	}
+}
+
+// server starts a stand-in model server; shmDeleted gives it weights in /dev/shm that are then
+// rm -rf'd while mapped, the mark of a leftover.
+func (s *stage) server(srv scenario.Server, shmDeleted bool) *scenario.Proc {
+	s.t.Helper()
+	if srv.Module == "" {
+		srv.Module = "sglang.launch_server"
+	}
+	if shmDeleted {
+		s.shmDir++
+		srv.ShmDir = fmt.Sprintf("/dev/shm/%s-%d", s.id, s.shmDir)
+		srv.ShmFiles, srv.ShmBytes, srv.Delete = 2, 1<<20, true
+		srv.Args = append(srv.Args, "--model-path", srv.ShmDir)
+	}
+	p, err := scenario.Start(srv)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(p.Stop)
+	return p
+}
+
+func (s *stage) hold(pid, gpu int, mib int64) {
+	s.apps = append(s.apps, scenario.App{PID: pid, GPUUUID: s.gpus[gpu].UUID, UsedMiB: mib, Name: "python3"})
+}
+
+// rendered is one staged host's diagnosis and its three reports.
+type rendered struct {
+	res              diagnose.Result
+	text, md, json   string
+	blamingUnits     []string // every sentence, bullet and command that can blame, all formats
+	jsonFindings     []jsonFinding
+	findingsForDebug string
+}
+
+type jsonFinding struct {
+	Code        string   `json:"code"`
+	Severity    string   `json:"severity"`
+	Title       string   `json:"title"`
+	Explanation string   `json:"explanation"`
+	Evidence    []string `json:"evidence"`
+	Fix         []string `json:"fix"`
+	PIDs        []int    `json:"pids"`
+	GPUs        []int    `json:"gpus"`
+}
+
+func (s *stage) run() rendered {
+	s.t.Helper()
+	for i := range s.gpus {
+		used := s.extra[i] + 5
+		for _, a := range s.apps {
+			if a.GPUUUID == s.gpus[i].UUID {
+				used += a.UsedMiB
+			}
+		}
+		s.gpus[i].UsedMiB = used
+	}
+	dir := s.t.TempDir()
+	if err := scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: s.gpus, Apps: s.apps}); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := scenario.WriteFakeSystemctl(dir, s.units); err != nil {
+		s.t.Fatal(err)
+	}
+	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	// As gputriage does: what could not be read is a note. The probe sees every process on
+	// this machine, including other tests' hostile ones, and their records may not parse;
+	// this stage's own processes are checked below.
+	snap, err := parse.Parse(raw)
+	if err != nil {
+		snap.Notes = append(snap.Notes, parse.Note{Code: "parse-error", Message: err.Error()})
+	}
+	var r rendered
+	r.res = diagnose.Diagnose(snap, time.Now())
+	hosts := []report.Host{{Name: "staged", Snapshot: snap, Result: r.res}}
+	var b bytes.Buffer
+	for _, f := range []struct {
+		out    *string
+		render func() error
+	}{
+		{&r.text, func() error { return report.Text(&b, hosts, report.Options{Width: 100}) }},
+		{&r.md, func() error { return report.Markdown(&b, hosts, report.Options{}) }},
+		{&r.json, func() error { return report.JSON(&b, hosts, report.Options{}) }},
+	} {
+		b.Reset()
+		if err := f.render(); err != nil {
+			s.t.Fatal(err)
+		}
+		*f.out = b.String()
+	}
+	var doc struct {
+		Hosts []struct {
+			Findings []jsonFinding `json:"findings"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(r.json), &doc); err != nil || len(doc.Hosts) != 1 {
+		s.t.Fatalf("json report: %v\n%s", err, r.json)
+	}
+	r.jsonFindings = doc.Hosts[0].Findings
+	for _, f := range r.jsonFindings {
+		if blames(f.Severity, f.Code) {
+			for _, x := range append(append([]string{f.Title, f.Explanation}, f.Evidence...), f.Fix...) {
+				r.blamingUnits = append(r.blamingUnits, scenario.Units(x)...)
+			}
+		}
+	}
+	r.blamingUnits = append(r.blamingUnits, textBlaming(r.text)...)
+	r.blamingUnits = append(r.blamingUnits, markdownBlaming(r.md)...)
+	r.findingsForDebug = r.text
+	return r
+}
+
+// blames: findings at warning or worse blame something; memory-imbalance names holders even
+// when it is informational.
+func blames(severity, code string) bool {
+	return severity != "info" || code == diagnose.CodeMemoryImbalance
+}
+
+var textFindingHead = regexp.MustCompile(`^  (INFO|WARNING|ERROR|CRITICAL) +(\S+)`)
+
+// textBlaming cuts the text report's blaming findings into units: the wrapped title and
+// explanation joined, each bullet joined, each fix command joined across its "\" breaks.
+func textBlaming(text string) []string {
+	var units []string
+	var cur []string
+	in, inFix := false, false
+	flush := func() {
+		if len(cur) > 0 {
+			units = append(units, scenario.Units(strings.Join(cur, " "))...)
+			cur = nil
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if m := textFindingHead.FindStringSubmatch(line); m != nil {
+			flush()
+			in, inFix = blames(strings.ToLower(m[1]), m[2]), false
+			if in {
+				cur = []string{strings.TrimSpace(line)}
+			}
+			continue
+		}
+		trimmed := strings.TrimSpace(line)
+		if !in {
+			continue
+		}
+		switch {
+		case trimmed == "":
+			flush()
+			in = false
+		case trimmed == "fix:":
+			flush()
+			inFix = true
+		case inFix:
+			cur = append(cur, strings.TrimSuffix(trimmed, "\\"))
+			if !strings.HasSuffix(trimmed, "\\") {
+				flush()
+			}
+		case strings.HasPrefix(trimmed, "- "):
+			flush()
+			cur = []string{trimmed}
+		default:
+			cur = append(cur, trimmed)
+		}
+	}
+	flush()
+	return units
+}
+
+var mdFindingHead = regexp.MustCompile("^#### (info|warning|error|critical): `([^`]+)`")
+
+// markdownBlaming cuts the Markdown report's blaming findings into units, line by line.
+func markdownBlaming(md string) []string {
+	var units []string
+	in := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(line, "#") {
+			m := mdFindingHead.FindStringSubmatch(line)
+			in = m != nil && blames(m[1], m[2])
+		}
+		if in {
+			units = append(units, scenario.Units(line)...)
+		}
+	}
+	return units
+}
+
+func (r rendered) finding(code string) *jsonFinding {
+	for i := range r.jsonFindings {
+		if r.jsonFindings[i].Code == code {
+			return &r.jsonFindings[i]
+		}
+	}
+	return nil
+}
+
+// expect is what a staged host must show.
+type expect struct {
+	code    string // the finding that names the culprit
+	culprit int    // its PID; 0 when the culprit is memory no process is listed for
+	gpus    []int  // the finding's GPUs, when set
+	// fix: at least one of these must be a fix command of that finding, exactly.
+	fix []string
+	// text: each must appear in the finding's explanation or evidence.
+	text     []string
+	noWorse  bool // no finding at warning or worse at all
+	notCodes []string
+	innocent scenario.Innocents
+}
+
+var (
+	anySystemctl = regexp.MustCompile(`systemctl`)
+	// systemSSHDStop is any systemctl that would act on the system's sshd.
+	systemSSHDStop = regexp.MustCompile(`systemctl +(?:-[^-]\S* +)*(stop|kill|restart|disable|mask)( --)? +'?sshd\.service`)
+)
+
+// TestStagedHosts builds host situations with real processes and checks, in the text,
+// Markdown and JSON reports, that the right culprit is named and that no innocent process,
+// unit or job is blamed in any sentence, bullet or command.
+func TestStagedHosts(t *testing.T) {
+	cases := []struct {
+		name  string
+		build func(s *stage) expect
+	}{
+		{"leftover next to a healthy server", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559, 81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			c := s.server(scenario.Server{Orphan: true}, true)
+			s.hold(c.PID, 0, 50_000)
+			s.hold(h.PID, 1, 30_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}}
+		}},
+		{"imbalance: stopping the leftover is not enough, healthy work is named healthy", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559, 81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			c := s.server(scenario.Server{Orphan: true}, true)
+			s.hold(c.PID, 0, 50_000)
+			s.hold(h.PID, 1, 30_000)
+			return expect{code: diagnose.CodeMemoryImbalance, culprit: c.PID,
+				fix:      []string{fmt.Sprint("kill ", c.PID)},
+				text:     []string{"that alone does not restore balance", "CUDA_VISIBLE_DEVICES=0,2,3", fmt.Sprintf("healthy work holds it: PID %d", h.PID), "(looks healthy)"},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}}
+		}},
+		{"workers left behind by a KillMode=process stop next to the active service", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			cg := s.cgroup("system.slice/sglang.service")
+			w := s.server(scenario.Server{Module: "sglang.launch_server", Args: []string{"--tp", "1"}, Orphan: true, Cgroup: cg}, false)
+			time.Sleep(1100 * time.Millisecond) // the restart came later
+			m := s.server(scenario.Server{Module: "sglang.launch_server", Args: []string{"--tp", "1"}, Cgroup: cg, Children: 1}, false)
+			k := scenario.WaitWorkers(m.PID, 1)
+			if len(k) != 1 {
+				s.t.Fatalf("workers of %d: %v", m.PID, k)
+			}
+			s.units = append(s.units, scenario.Unit{Name: "sglang.service", ActiveState: "active", SubState: "running", MainPID: m.PID})
+			s.hold(w.PID, 0, 20_000)
+			s.hold(m.PID, 1, 500)
+			s.hold(k[0], 1, 60_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: w.PID, fix: []string{fmt.Sprint("kill ", w.PID)},
+				text:     []string{"KillMode=process"},
+				innocent: scenario.Innocents{PIDs: []int{m.PID, k[0]}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+		{"zombie holder next to a healthy server", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			z := s.server(scenario.Server{Module: "torch.distributed.run", Zombie: true}, false)
+			s.hold(z.Zombie, 0, 10_000)
+			s.hold(h.PID, 1, 30_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: z.Zombie,
+				fix:      []string{fmt.Sprintf("kill %d  # the parent, which should have reaped %d", z.PID, z.Zombie)},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+		{"stopped holder next to a healthy server", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			c := s.server(scenario.Server{Orphan: true}, false)
+			if err := c.Pause(); err != nil {
+				s.t.Fatal(err)
+			}
+			s.hold(c.PID, 0, 40_000)
+			s.hold(h.PID, 1, 30_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprintf("kill %d; kill -CONT %d", c.PID, c.PID)},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+		{"a user's own sshd.service is not the system's sshd", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			sys := s.server(scenario.Server{Module: "sshd_standin", Cgroup: s.cgroup("system.slice/sshd.service")}, false)
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("user.slice/user-1000.slice/user@1000.service/app.slice/sshd.service")}, true)
+			one := 1000
+			s.units = append(s.units,
+				scenario.Unit{Name: "sshd.service", ActiveState: "active", SubState: "running", MainPID: sys.PID},
+				scenario.Unit{Name: "sshd.service", UserUID: &one, ActiveState: "active", SubState: "running", MainPID: c.PID})
+			s.hold(c.PID, 0, 40_000)
+			// Until the probe asks users' managers, the unit's state is unknown and the PID is
+			// the handle; once it does, the user's manager is.
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID,
+				fix:      []string{fmt.Sprint("kill ", c.PID), "systemctl --user --machine=1000@ stop -- sshd.service"},
+				text:     []string{"user unit sshd.service of uid 1000"},
+				innocent: scenario.Innocents{PIDs: []int{sys.PID}, Commands: []*regexp.Regexp{systemSSHDStop}}}
+		}},
+		{"a unit named -H.service is quoted and after --", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("system.slice/-H.service")}, true)
+			s.units = append(s.units, scenario.Unit{Name: "-H.service", ActiveState: "active", SubState: "running", MainPID: c.PID})
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{"systemctl stop -- '-H.service'"},
+				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`systemctl[^|;]* -H`)}}}
+		}},
+		{"two healthy TP jobs, each on its own GPUs", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559, 81559, 81559})
+			var innocents []int
+			for j, unit := range []string{"tp-a.service", "tp-b.service"} {
+				m := s.server(scenario.Server{Args: []string{"--tp", "2"}, Children: 2, Cgroup: s.cgroup("system.slice/" + unit)}, false)
+				s.units = append(s.units, scenario.Unit{Name: unit, ActiveState: "active", SubState: "running", MainPID: m.PID})
+				ws := scenario.WaitWorkers(m.PID, 2)
+				if len(ws) != 2 {
+					s.t.Fatalf("workers of %d: %v", m.PID, ws)
+				}
+				for i, w := range ws {
+					s.hold(w, 2*j+i, 70_000+int64(100*i))
+				}
+				innocents = append(innocents, append(ws, m.PID)...)
+			}
+			return expect{noWorse: true, notCodes: []string{diagnose.CodeMemoryImbalance},
+				innocent: scenario.Innocents{PIDs: innocents, Names: []string{"tp-a.service", "tp-b.service"}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+		{"mixed GPU sizes: the leftover on an 80 GB GPU, healthy work on the 24 GB ones", func(s *stage) expect {
+			s.gpuSet([]int64{24564, 24564, 81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			c := s.server(scenario.Server{Orphan: true}, true)
+			s.hold(h.PID, 0, 20_000)
+			s.hold(h.PID, 1, 20_000)
+			s.hold(c.PID, 2, 40_000)
+			return expect{code: diagnose.CodeMemoryImbalance, culprit: c.PID, gpus: []int{2, 3}, fix: []string{fmt.Sprint("kill ", c.PID)},
+				text:     []string{"stopping it brings the GPUs back into balance"},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+		{"MIG instances' memory is not ghost memory; the stopped leftover is named", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559, 81559}, 0)
+			s.extra[0] = 1_500
+			c := s.server(scenario.Server{Orphan: true}, false)
+			if err := c.Pause(); err != nil {
+				s.t.Fatal(err)
+			}
+			s.hold(c.PID, 1, 30_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprintf("kill %d; kill -CONT %d", c.PID, c.PID)},
+				notCodes: []string{diagnose.CodeGhostMemory},
+				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`gpu-reset`), anySystemctl}}}
+		}},
+		{"ghost memory next to a healthy server blames no process", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559, 81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			s.extra[0] = 30_000
+			s.hold(h.PID, 1, 30_000)
+			return expect{code: diagnose.CodeGhostMemory, gpus: []int{0},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Names: []string{"vllm.service"}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Stages are independent: each has its own fake nvidia-smi, cgroups and files, and
+			// checks only its own GPUs and processes.
+			t.Parallel()
+			s := newStage(t)
+			want := c.build(s)
+			r := s.run()
+			checkStaged(t, r, want)
+		})
+	}
+}
+
+func checkStaged(t *testing.T, r rendered, want expect) {
+	t.Helper()
+	if want.noWorse {
+		for _, f := range r.jsonFindings {
+			// The probe sees every process of this machine: another test's process that keeps
+			// a deleted /dev/shm file is not this stage's concern unless it is one of ours.
+			foreign := strings.HasPrefix(f.Code, "shm-") && !slices.ContainsFunc(f.PIDs, func(p int) bool { return slices.Contains(want.innocent.PIDs, p) })
+			if f.Severity != "info" && !foreign {
+				t.Errorf("unexpected %s %s: %s", f.Severity, f.Code, f.Title)
+			}
+		}
+	}
+	for _, code := range want.notCodes {
+		if r.finding(code) != nil {
+			t.Errorf("unexpected %s", code)
+		}
+	}
+	if want.code != "" {
+		f := r.finding(want.code)
+		switch {
+		case f == nil:
+			t.Errorf("no %s finding", want.code)
+		default:
+			if want.culprit != 0 && !slices.Contains(f.PIDs, want.culprit) {
+				t.Errorf("%s names PIDs %v, not the culprit %d", want.code, f.PIDs, want.culprit)
+			}
+			if want.gpus != nil && !slices.Equal(f.GPUs, want.gpus) {
+				t.Errorf("%s on GPUs %v, want %v", want.code, f.GPUs, want.gpus)
+			}
+			if len(want.fix) > 0 && !slices.ContainsFunc(want.fix, func(c string) bool { return slices.Contains(f.Fix, c) }) {
+				t.Errorf("%s fix has none of %q:\n  %s", want.code, want.fix, strings.Join(f.Fix, "\n  "))
+			}
+			all := f.Explanation + "\n" + strings.Join(f.Evidence, "\n")
+			for _, s := range want.text {
+				if !strings.Contains(all, s) {
+					t.Errorf("%s lacks %q:\n%s", want.code, s, all)
+				}
+			}
+		}
+		if want.culprit != 0 && !scenario.HasToken(r.text, fmt.Sprint(want.culprit)) {
+			t.Errorf("the text report never names the culprit %d", want.culprit)
+		}
+	}
+	if bad := want.innocent.Blamed(r.blamingUnits...); len(bad) > 0 {
+		t.Errorf("innocents blamed:\n  %s", strings.Join(bad, "\n  "))
+	}
+	if t.Failed() {
+		t.Logf("text report:\n%s", r.findingsForDebug)
+	}
+}
