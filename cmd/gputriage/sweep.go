@@ -166,7 +166,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		MaxOutput:      maxCaptureBytes,
 		Timeout:        timeout,
 		ConnectTimeout: o.connectTimeout,
-		Fanout:         o.fanout,
+		Fanout:         fanoutWithin(o.fanout, len(hosts), e),
 		AcceptNew:      o.acceptNew,
 		Head:           headCheck(nonce),
 	}
