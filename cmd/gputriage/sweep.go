@@ -109,6 +109,7 @@ func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 		local = u.Username
 	}
 	lhost, _ := os.Hostname()
+	conf := sshconf.NewConfig() // every host resolved against one reading of the files
 	out := make([]resolved, 0, len(ts))
 	for _, t := range ts {
 		so := sshconf.Options{ConfigFile: o.configFile, Home: home, LocalUser: local, LocalHost: lhost,
@@ -119,7 +120,7 @@ func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 		if t.Port != 0 {
 			so.Port = t.Port
 		}
-		h, err := sshconf.Resolve(t.Host, so)
+		h, err := conf.Resolve(t.Host, so)
 		if err != nil {
 			return nil, usagef("%s: %v", t, err)
 		}

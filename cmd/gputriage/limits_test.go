@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +69,65 @@ func TestFanoutWithinFileLimit(t *testing.T) {
 	for _, h := range doc.Hosts {
 		if !h.OK || h.Error != nil {
 			t.Errorf("%s: not triaged: %+v", h.Host, h.Error)
+		}
+	}
+}
+
+// TestConfigReadOncePerSweep: the ssh config of 100 hosts includes a FIFO, which can be read
+// exactly once (its writer writes it once). Resolving every host reads it once: a second read
+// would wait for a writer that never comes.
+func TestConfigReadOncePerSweep(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fleet.conf")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	config := filepath.Join(dir, "config")
+	if err := os.WriteFile(config, []byte("Include "+fifo+"\nHost *\n  User ops\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(f, "Host gpu*\n  Port 2222\n  HostName %%h.cluster.example\n")
+		f.Close()
+	}()
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := cli(t, nil, "--dry-run", "--format", "json", "-F", config, "gpu[001-100]")
+		done <- result{out, errOut, code}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		// Let the blocked second read finish, so the test ends.
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		t.Fatal("resolving 100 hosts read the included file more than once")
+	}
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.errOut)
+	}
+	var doc struct {
+		Hosts []struct {
+			Host, Hostname string
+			Port           int
+		}
+	}
+	if err := json.Unmarshal([]byte(r.out), &doc); err != nil || len(doc.Hosts) != 100 {
+		t.Fatalf("%d hosts (%v)", len(doc.Hosts), err)
+	}
+	for _, h := range doc.Hosts {
+		if h.Port != 2222 || h.Hostname != h.Host+".cluster.example" {
+			t.Errorf("%s: resolved to %s port %d: the included file was not applied", h.Host, h.Hostname, h.Port)
 		}
 	}
 }
