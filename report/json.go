@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -44,19 +45,44 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 		only = OnlyAll
 	}
 	shown, _ := selectHosts(hosts, only, o.Sort)
-	for _, h := range shown {
-		doc.Hosts = append(doc.Hosts, jsonHostOf(h))
-	}
+	// The document is encoded without its hosts, which are then encoded one at a time into
+	// the "hosts" array: the same bytes as encoding it whole, but the report of a fleet never
+	// holds more than one host's JSON at once.
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	// Scripts read this, not browsers: keep "2>&1" readable.
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
+	if err := encodeJSON(&b, doc, ""); err != nil {
 		return err
 	}
-	_, err = w.Write(b.Bytes())
-	return err
+	head, tail, ok := bytes.Cut(b.Bytes(), []byte("\n  \"hosts\": []"))
+	if !ok || len(shown) == 0 {
+		_, err = w.Write(b.Bytes())
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(head)
+	bw.WriteString("\n  \"hosts\": [")
+	for i, h := range shown {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		b.Reset()
+		if err := encodeJSON(&b, jsonHostOf(h), "    "); err != nil {
+			return err
+		}
+		bw.Write(bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+	}
+	bw.WriteString("\n  ]")
+	bw.Write(tail)
+	return bw.Flush()
+}
+
+// encodeJSON writes v indented by two spaces after prefix on every line but the first.
+func encodeJSON(b *bytes.Buffer, v any, prefix string) error {
+	enc := json.NewEncoder(b)
+	enc.SetIndent(prefix, "  ")
+	// Scripts read this, not browsers: keep "2>&1" readable.
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 type jsonDoc struct {
