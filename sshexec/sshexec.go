@@ -23,8 +23,10 @@ const (
 	DefaultFanout         = 64
 	DefaultTimeout        = 2 * time.Minute
 	DefaultConnectTimeout = 10 * time.Second
-	DefaultMaxOutput      = 8 << 20 // x Fanout hosts is the worst-case memory (with Done dropping each host's output)
-	DefaultMaxStderr      = 64 << 10
+	// DefaultMaxOutput times Fanout bounds the output held at once only when Options.Done
+	// drops each host's output; otherwise Run keeps every host's output until it returns.
+	DefaultMaxOutput = 8 << 20
+	DefaultMaxStderr = 64 << 10
 )
 
 // Target is one host, fully resolved (what ssh -G would say).
