@@ -4,7 +4,8 @@
 // (-f hosts -F ssh_config --fanout --timeout --format json), checks that every host is reported
 // with the outcome its behaviour calls for, and reports wall time, the client's CPU (user+sys)
 // and peak RSS from the child's rusage, the memory each extra host costs, and the server's CPU
-// from /proc, against the targets.
+// from /proc, against the targets. After each run it runs bench/sshfloor on the same fleet: the
+// same SSH client with nothing else to do, whose CPU is the floor under gputriage's.
 //
 // Run from the repository root:
 //
@@ -89,7 +90,7 @@ func run() int {
 }
 
 func build(work string) error {
-	for _, p := range []string{"./cmd/gputriage", "./bench/simfleetd"} {
+	for _, p := range []string{"./cmd/gputriage", "./bench/simfleetd", "./bench/sshfloor"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		out, err := exec.CommandContext(ctx, "go", "build", "-o", work+"/", p).CombinedOutput()
 		cancel()
@@ -192,12 +193,20 @@ type measure struct {
 }
 
 func (s *server) sweep(o opts, fanout int, timeout time.Duration) (measure, error) {
+	return s.measure(o, timeout, "gputriage", "-f", filepath.Join(s.dir, "hosts"), "-F", filepath.Join(s.dir, "ssh_config"),
+		"--fanout", strconv.Itoa(fanout), "--timeout", timeout.String(), "--format", "json")
+}
+
+// floor runs bench/sshfloor: the same SSH client on the same hosts, and nothing else.
+func (s *server) floor(o opts) (measure, error) {
+	return s.measure(o, o.timeout, "sshfloor", "-dir", s.dir, "-fanout", strconv.Itoa(o.fanout), "-timeout", o.timeout.String())
+}
+
+func (s *server) measure(o opts, timeout time.Duration, name string, args ...string) (measure, error) {
 	var m measure
-	args := []string{"-f", filepath.Join(s.dir, "hosts"), "-F", filepath.Join(s.dir, "ssh_config"),
-		"--fanout", strconv.Itoa(fanout), "--timeout", timeout.String(), "--format", "json"}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout*4+2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(o.work, "gputriage"), args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(o.work, name), args...)
 	// No agent, no user ssh config: the sweep uses exactly the fleet's files.
 	cmd.Env = []string{"HOME=" + o.work, "PATH=" + os.Getenv("PATH"), "USER=root"}
 	var out, errb bytes.Buffer
@@ -218,7 +227,7 @@ func (s *server) sweep(o opts, fanout int, timeout time.Duration) (measure, erro
 	m.exit = cmd.ProcessState.ExitCode()
 	m.stdout, m.stderr = out.Bytes(), errb.String()
 	if ctx.Err() != nil {
-		return m, fmt.Errorf("gputriage did not finish within %v", timeout*4+2*time.Minute)
+		return m, fmt.Errorf("%s did not finish within %v", name, timeout*4+2*time.Minute)
 	}
 	return m, nil
 }
@@ -290,8 +299,8 @@ type sized struct {
 func sweeps(o opts) error {
 	fmt.Printf("## simulated fleet: %.0f%% misbehaving, hosts run the real probe: %v, %v latency per server write, --fanout %d, --timeout %v, median of %d runs\n\n",
 		o.bad*100, o.runProbe, o.rtt, o.fanout, o.timeout, o.reps)
-	fmt.Println("| hosts | wall s | client CPU s (user+sys) | client CPU ms/host | peak RSS MiB | server CPU s | every host right |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|:---|")
+	fmt.Println("| hosts | wall s | client CPU s (user+sys) | client CPU ms/host | SSH floor CPU ms/host | peak RSS MiB | server CPU s | every host right |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|:---|")
 	var done []sized
 	var failed error
 	var lastTally string
@@ -305,7 +314,7 @@ func sweeps(o opts) error {
 			s.stop()
 			return err
 		}
-		var ms []measure
+		var ms, floors []measure
 		allRight := true
 		for range o.reps {
 			m, err := s.sweep(o, o.fanout, o.timeout)
@@ -317,12 +326,18 @@ func sweeps(o opts) error {
 			allRight = allRight && right
 			lastTally = tally
 			ms = append(ms, m)
+			f, err := s.floor(o)
+			if err != nil {
+				s.stop()
+				return err
+			}
+			floors = append(floors, f)
 		}
 		s.stop()
-		m := median(ms)
+		m, f := median(ms), median(floors)
 		cpu := (m.user + m.sys).Seconds()
-		fmt.Printf("| %d | %.2f | %.2f | %.2f | %.1f | %.2f | %v |\n", n, m.wall.Seconds(), cpu, cpu/float64(n)*1000,
-			float64(m.maxRSSKiB)/1024, m.server.Seconds(), allRight)
+		fmt.Printf("| %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %v |\n", n, m.wall.Seconds(), cpu, cpu/float64(n)*1000,
+			(f.user+f.sys).Seconds()/float64(n)*1000, float64(m.maxRSSKiB)/1024, m.server.Seconds(), allRight)
 		if !allRight {
 			failed = fmt.Errorf("%d-host sweep: not every host was reported right", n)
 		}
