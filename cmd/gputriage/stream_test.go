@@ -187,3 +187,31 @@ func firstDiff(a, b string) string {
 	}
 	return fmt.Sprintf("lengths %d and %d lines", len(al), len(bl))
 }
+
+// TestHeadCheck: what the sweep accepts as the beginning of a host's output, what it refuses
+// at once, and when it waits for more.
+func TestHeadCheck(t *testing.T) {
+	const nonce = "0123456789abcdef0123456789abcdef"
+	header := "gputriage-capture v1 nonce=" + nonce + "\n"
+	check := headCheck(nonce)
+	tests := []struct {
+		name, head     string
+		accept, refuse bool
+	}{
+		{"this run's header", header + "@@gputriage", true, false},
+		{"a banner first", "Welcome!\n" + header, true, false},
+		{"a header line not yet whole", header[:20], false, false},
+		{"a preamble at the bound", strings.Repeat("motd\n", preambleMax/5) + header, true, false},
+		{"a preamble past the bound", strings.Repeat("motd\n", preambleMax/5+1) + header, false, true},
+		{"another run's capture", strings.ReplaceAll(header, nonce, strings.Repeat("f", 32)), false, true},
+		{"garbage, not yet enough", strings.Repeat("\x1b", preambleMax), false, false},
+		{"garbage past the bound", strings.Repeat("\x1b", preambleMax+maxHeaderLine+1), false, true},
+		{"a first line that never ends", strings.Repeat("g", 1<<20), false, true},
+	}
+	for _, tt := range tests {
+		ok, err := check([]byte(tt.head))
+		if ok != tt.accept || (err != nil) != tt.refuse {
+			t.Errorf("%s: accepted %v, refused %v (%v)", tt.name, ok, err != nil, err)
+		}
+	}
+}

@@ -260,11 +260,11 @@ func headCheck(nonce string) func(head []byte) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if len(dropped) > 0 || isHeaderOf(c, nonce) {
-			return true, nil
-		}
-		if len(head) > preambleMax+maxHeaderLine {
+		switch {
+		case len(dropped) > preambleMax, len(dropped) == 0 && !isHeaderOf(c, nonce) && len(head) > preambleMax+maxHeaderLine:
 			return false, fmt.Errorf("the host's output is not a gputriage capture: no capture header of this run in its first %d bytes", preambleMax)
+		case len(dropped) > 0 || isHeaderOf(c, nonce):
+			return true, nil
 		}
 		return false, nil
 	}
