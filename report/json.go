@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -47,25 +48,56 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 		only = OnlyAll
 	}
 	shown, _ := selectHosts(hosts, only, o.Sort)
-	for _, h := range shown {
-		doc.Hosts = append(doc.Hosts, jsonHostOf(h))
+	// The document is encoded without its hosts, which are then encoded one at a time into
+	// the "hosts" array: the same bytes as encoding it whole, but the report of a fleet never
+	// holds more than one host's JSON at once.
+	var b bytes.Buffer
+	if err := encodeJSON(&b, doc, ""); err != nil {
+		return err
 	}
-	return writeJSON(w, doc)
+	head, tail, ok := bytes.Cut(b.Bytes(), []byte("\n  \"hosts\": []"))
+	if !ok || len(shown) == 0 {
+		_, err = w.Write(escapeUnsafe(b.Bytes()))
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(escapeUnsafe(head))
+	bw.WriteString("\n  \"hosts\": [")
+	for i, h := range shown {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		b.Reset()
+		if err := encodeJSON(&b, jsonHostOf(h), "    "); err != nil {
+			return err
+		}
+		bw.Write(escapeUnsafe(bytes.TrimSuffix(b.Bytes(), []byte("\n"))))
+	}
+	bw.WriteString("\n  ]")
+	bw.Write(escapeUnsafe(tail))
+	return bw.Flush()
 }
 
 // writeJSON encodes v as the report's JSON is written: two-space indentation, a trailing
-// newline, "<>&" left as they are (scripts read this, not browsers: "2>&1" stays readable),
-// and every rune a terminal would act on or hide escaped (escapeUnsafe).
+// newline, "<>&" left as they are, and every rune a terminal would act on or hide escaped
+// (escapeUnsafe).
 func writeJSON(w io.Writer, v any) error {
 	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := encodeJSON(&b, v, ""); err != nil {
 		return err
 	}
 	_, err := w.Write(escapeUnsafe(b.Bytes()))
 	return err
+}
+
+// encodeJSON writes v indented by two spaces after prefix on every line but the first.
+func encodeJSON(b *bytes.Buffer, v any, prefix string) error {
+	enc := json.NewEncoder(b)
+	enc.SetIndent(prefix, "  ")
+	// Scripts read this, not browsers: keep "2>&1" readable.
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // escapeUnsafe rewrites, in encoded JSON, every rune that Sanitize escapes and encoding/json

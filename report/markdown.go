@@ -17,6 +17,10 @@ import (
 // bodies over 65,536 characters. The report says when it shows only part of a capture.
 const maxCaptureBytes = 48 << 10
 
+// MarkdownCaptureBytes is the most of any one host's raw capture a Markdown report shows: a
+// caller that renders Markdown needs to keep no more of it (see Host.CaptureSize).
+const MarkdownCaptureBytes = maxCaptureBytes
+
 // Markdown writes the report for a ticket (GitHub-flavored Markdown): a summary line per host,
 // then per host its GPU and process tables, its findings with fix commands in sh blocks, and
 // its raw capture in a collapsed <details> block. A report of more than one host has a title
@@ -202,7 +206,7 @@ func (m *mdWriter) host(g hostGroup, gi int, d *details) {
 		if len(g.hosts) > 1 {
 			of = " of " + gh.Name
 		}
-		m.capture(gh.Capture, of)
+		m.capture(gh.Capture, max(gh.CaptureSize, len(gh.Capture)), of)
 	}
 }
 
@@ -349,26 +353,28 @@ func (m *mdWriter) notes(s *parse.Snapshot) {
 // capture embeds the raw probe output, sanitized (it is remote bytes: NULs and escapes are
 // shown, not sent), in a collapsed block whose fence no line of it can close. The captures of
 // a report share maxCaptureBytes; once it is spent the others are named, not shown.
-func (m *mdWriter) capture(raw []byte, of string) {
+func (m *mdWriter) capture(raw []byte, size int, of string) {
 	if raw == nil {
 		return
 	}
 	const minShown = 1 << 10
-	if m.captureLeft < minShown && len(raw) > m.captureLeft {
+	if m.captureLeft < minShown && size > m.captureLeft {
 		m.p("Raw capture%s (%s bytes) left out: the report already holds %s bytes of captures.\n\n",
-			mdText(of), mib(int64(len(raw))), mib(maxCaptureBytes-int64(m.captureLeft)))
+			mdText(of), mib(int64(size)), mib(maxCaptureBytes-int64(m.captureLeft)))
 		return
 	}
 	shown := raw
-	summary := fmt.Sprintf("raw capture%s (%s bytes)", htmlText(Sanitize(of)), mib(int64(len(raw))))
-	if len(raw) > m.captureLeft {
-		cut := bytes.LastIndexByte(raw[:m.captureLeft], '\n')
+	if size > m.captureLeft {
+		cut := bytes.LastIndexByte(raw[:min(len(raw), m.captureLeft)], '\n')
 		if cut <= 0 {
-			cut = m.captureLeft
+			cut = min(len(raw), m.captureLeft)
 		}
 		shown = raw[:cut]
+	}
+	summary := fmt.Sprintf("raw capture%s (%s bytes)", htmlText(Sanitize(of)), mib(int64(size)))
+	if len(shown) < size {
 		summary = fmt.Sprintf("raw capture%s (%s bytes; the first %s shown)", htmlText(Sanitize(of)),
-			mib(int64(len(raw))), mib(int64(len(shown))))
+			mib(int64(size)), mib(int64(len(shown))))
 	}
 	m.captureLeft -= len(shown)
 	body := sanitizeBlock(strings.TrimSuffix(string(shown), "\n"))

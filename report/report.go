@@ -23,6 +23,9 @@ type Host struct {
 	Result   diagnose.Result // findings and joined processes
 	Err      *HostError      // non-nil when the host failed
 	Capture  []byte          // the raw probe output, shown in Markdown; may be nil
+	// CaptureSize is the raw output's whole length when Capture holds only its beginning
+	// (at least MarkdownCaptureBytes of it); 0 when Capture is whole.
+	CaptureSize int
 	// Readiness answers "will this job start here?" when --tp was given; nil otherwise.
 	Readiness *diagnose.Readiness
 }

@@ -200,14 +200,50 @@ func (r *reader) readTop(path string, userConf, mustExist bool) error {
 // starts active unless it was included from an inactive block.
 func (r *reader) readData(path string, data []byte, userConf, neverMatch bool, depth int, active *bool) error {
 	*active = !neverMatch
-	name := display(path, r.o.Home)
-	for i, line := range strings.Split(string(data), "\n") {
-		l := &cfgLine{r: r, name: name, num: i + 1, userConf: userConf, neverMatch: neverMatch, depth: depth}
-		if err := l.process(line, active); err != nil {
+	l := cfgLine{r: r, name: display(path, r.o.Home), userConf: userConf, neverMatch: neverMatch, depth: depth}
+	lines := r.lines(path, data)
+	for i := range lines {
+		l.num = i + 1
+		if err := l.process(&lines[i], active); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// lines is a file's text split into tokLines: once per file for a Config, which keeps them,
+// or afresh.
+func (r *reader) lines(path string, data []byte) []tokLine {
+	if c, ok := r.fs.(*cachedFS); ok {
+		return c.lines(path, data)
+	}
+	return tokenize(data)
+}
+
+// tokLine is one config line split into its keyword and arguments: the part of reading a line
+// that does not depend on the host being resolved.
+type tokLine struct {
+	keyword, key, rest string
+	args               []string // shared by every host: never modified
+	err                error    // why the arguments could not be split
+	skip               bool     // blank, or a comment
+}
+
+func tokenize(data []byte) []tokLine {
+	text := strings.Split(string(data), "\n")
+	out := make([]tokLine, len(text))
+	for i, line := range text {
+		keyword, rest, ok := splitKeyword(strings.TrimRight(line, " \t\r\f\n"))
+		if !ok {
+			out[i].skip = true
+			continue
+		}
+		out[i] = tokLine{keyword: keyword, key: strings.ToLower(keyword), rest: rest}
+		if rest != "" {
+			out[i].args, out[i].err = splitArgs(rest)
+		}
+	}
+	return out
 }
 
 // cfgLine is the context of one config line.
@@ -226,19 +262,16 @@ func (l *cfgLine) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s line %d: %s", ErrConfig, l.name, l.num, fmt.Sprintf(format, args...))
 }
 
-func (l *cfgLine) process(text string, active *bool) error {
-	text = strings.TrimRight(text, " \t\r\f\n")
-	keyword, rest, ok := splitKeyword(text)
-	if !ok {
+func (l *cfgLine) process(tl *tokLine, active *bool) error {
+	if tl.skip {
 		return nil
 	}
-	key := strings.ToLower(keyword)
+	keyword, key, rest, args := tl.keyword, tl.key, tl.rest, tl.args
 	if rest == "" {
 		return l.errorf("no argument after keyword %q", keyword)
 	}
-	args, err := splitArgs(rest)
-	if err != nil {
-		return l.errorf("%s: %v", keyword, err)
+	if tl.err != nil {
+		return l.errorf("%s: %v", keyword, tl.err)
 	}
 	c := l.r.c
 	switch key {

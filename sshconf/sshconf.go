@@ -99,9 +99,29 @@ func (h Host) KnownHostsFiles() []string {
 const maxJumpDepth = 16
 
 // Resolve returns the settings ssh would use for alias. Errors wrap
-// ErrConfig (naming file and line) or ErrJump.
+// ErrConfig (naming file and line) or ErrJump. It reads the config files
+// afresh; to resolve many hosts, use a Config.
 func Resolve(alias string, o Options) (Host, error) {
 	return resolve(alias, o, osFS{})
+}
+
+// Config resolves many hosts against one reading of the config files: each
+// file, Include glob and identity file check is read from the disk once,
+// the first time a host needs it, and each file is split into lines and
+// arguments once. A sweep resolves every host against the same text, even
+// if a file changes meanwhile. It is safe for concurrent use.
+type Config struct {
+	fs *cachedFS
+}
+
+// NewConfig returns a Config that has read nothing yet.
+func NewConfig() *Config {
+	return &Config{fs: newCachedFS(osFS{})}
+}
+
+// Resolve is the package's Resolve, reading through c.
+func (c *Config) Resolve(alias string, o Options) (Host, error) {
+	return resolve(alias, o, c.fs)
 }
 
 func resolve(alias string, o Options, fsys fileSystem) (Host, error) {

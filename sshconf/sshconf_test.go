@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -486,10 +487,14 @@ func TestResolveMatchesSSH(t *testing.T) {
 			}
 			o := e.options(cfg)
 			o.User, o.Port, o.Identity, o.Jump = cl.user, cl.port, cl.identity, cl.jump
+			shared := NewConfig()
 			for _, alias := range tc.aliases {
 				h, err := Resolve(alias, o)
 				if err != nil {
 					t.Fatalf("Resolve(%q): %v", alias, err)
+				}
+				if hc, err := shared.Resolve(alias, o); err != nil || !reflect.DeepEqual(hc, h) {
+					t.Errorf("Config.Resolve(%q) = %+v, %v; Resolve gave %+v", alias, hc, err, h)
 				}
 				compare(t, alias, h, askSSH(t, ssh, e, cfg, alias, cl))
 				checkChain(t, ssh, e, cfg, alias, h, tc.chains[alias])
@@ -729,6 +734,51 @@ func (m memFS) Glob(p string) ([]string, error) {
 }
 
 func (m memFS) Exists(n string) bool { _, ok := m[n]; return ok }
+
+// countingFS counts the reads of a memFS.
+type countingFS struct {
+	memFS
+	reads, globs, stats map[string]int
+}
+
+func (c *countingFS) ReadFile(n string) ([]byte, error) { c.reads[n]++; return c.memFS.ReadFile(n) }
+func (c *countingFS) Glob(p string) ([]string, error)   { c.globs[p]++; return c.memFS.Glob(p) }
+func (c *countingFS) Exists(n string) bool              { c.stats[n]++; return c.memFS.Exists(n) }
+
+// TestConfigReadsOnce: a Config resolving 100 hosts reads each config file (the top one and
+// every Include), globs each Include pattern and checks each -i file once, and resolves each
+// host as Resolve does.
+func TestConfigReadsOnce(t *testing.T) {
+	fsys := memFS{
+		"/home/u/.ssh/config":    "Include conf.d/*\nHost gpu*\n  User ops\nHost *\n  IdentityFile ~/.ssh/k\n",
+		"/home/u/.ssh/conf.d/a":  "Host gpu1*\n  Port 2222\nInclude /etc/extra\n",
+		"/home/u/.ssh/conf.d/b":  "Match host gpu2*\n  HostName %h.example\n",
+		"/etc/extra":             "Host gpu10\n  ProxyJump bastion\n",
+		"/etc/ssh/ssh_config":    "Host *\n  ConnectTimeout 5\n",
+		"/home/u/.ssh/id_manual": "key",
+	}
+	count := &countingFS{memFS: fsys, reads: map[string]int{}, globs: map[string]int{}, stats: map[string]int{}}
+	cfg := &Config{fs: newCachedFS(count)}
+	o := Options{Home: "/home/u", LocalUser: "u", LocalHost: "l", Identity: []string{"~/.ssh/id_manual"}}
+	for i := range 100 {
+		alias := fmt.Sprintf("gpu%d", i)
+		h, err := cfg.Resolve(alias, o)
+		want, werr := resolve(alias, o, fsys)
+		if err != nil || werr != nil || !reflect.DeepEqual(h, want) {
+			t.Fatalf("%s: Config gave %+v (%v), Resolve %+v (%v)", alias, h, err, want, werr)
+		}
+	}
+	for _, m := range []map[string]int{count.reads, count.globs, count.stats} {
+		for name, n := range m {
+			if n != 1 {
+				t.Errorf("%s read %d times for 100 hosts, want once", name, n)
+			}
+		}
+	}
+	if len(count.reads) != 5 {
+		t.Errorf("read %v, want the 5 config files", count.reads)
+	}
+}
 
 func FuzzResolve(f *testing.F) {
 	for _, tc := range sshCases {

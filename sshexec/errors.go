@@ -43,6 +43,7 @@ const (
 	KindHostCert       = "host-cert-invalid"
 	KindAuthFailed     = "auth-failed" // no offered key was accepted
 	KindExit           = "exit"        // the command exited non-zero or was killed by a signal
+	KindBadOutput      = "bad-output"  // Options.Head refused the output's beginning
 	// KindTooLarge is never set by Run: output over Options.MaxOutput is kept up to the bound
 	// and flagged with Result.Truncated, with Err nil. Callers that treat truncation as a failure
 	// use this kind so that every layer spells it the same.

@@ -373,7 +373,15 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 		_, _ = io.Copy(errBuf, stderr) // keep draining: an unread stderr would stall the channel window
 		close(stderrDone)
 	}()
-	out, readErr := io.ReadAll(io.LimitReader(stdout, int64(o.MaxOutput)+1))
+	out, readErr, refused := h.readOutput(stdout)
+	if refused != nil {
+		h.closeAll()
+		<-stderrDone
+		res.Stdout, res.Stderr = out, errBuf.Bytes()
+		res.Err = &Error{Phase: PhaseProbe, Kind: KindBadOutput, Err: refused,
+			Message: fmt.Sprintf("%s (stopped reading after %d bytes)", escapeControl(refused.Error()), len(out))}
+		return
+	}
 	if len(out) > o.MaxOutput {
 		// Over the bound: stop reading and hang up; what was read is kept.
 		h.closeAll()
@@ -429,6 +437,35 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 		res.Err = h.fail(PhaseProbe, cause, KindClosed, fmt.Sprintf("the session ended without an exit status after %d bytes of output", len(out)))
 	default:
 		res.Err = h.fail(PhaseProbe, waitErr, KindOther, "run command")
+	}
+}
+
+// readOutput reads stdout until it ends or passes Options.MaxOutput (then it holds one byte
+// more), showing its beginning to Options.Head until Head accepts it; refused is Head's error.
+func (h *hostRun) readOutput(r io.Reader) (out []byte, err, refused error) {
+	o := h.s.o
+	out = make([]byte, 0, min(32<<10, o.MaxOutput+1))
+	judged := o.Head == nil
+	for {
+		if len(out) == cap(out) {
+			out = slices.Grow(out, min(cap(out), o.MaxOutput+1-len(out)))
+		}
+		n, rerr := r.Read(out[len(out):min(cap(out), o.MaxOutput+1)])
+		out = out[:len(out)+n]
+		if !judged && n > 0 {
+			judged, refused = o.Head(out)
+			if refused != nil {
+				return out, nil, refused
+			}
+		}
+		switch {
+		case len(out) > o.MaxOutput:
+			return out, nil, nil
+		case rerr == io.EOF:
+			return out, nil, nil
+		case rerr != nil:
+			return out, rerr, nil
+		}
 	}
 }
 

@@ -23,8 +23,10 @@ const (
 	DefaultFanout         = 64
 	DefaultTimeout        = 2 * time.Minute
 	DefaultConnectTimeout = 10 * time.Second
-	DefaultMaxOutput      = 8 << 20 // x Fanout hosts is the worst-case memory
-	DefaultMaxStderr      = 64 << 10
+	// DefaultMaxOutput times Fanout bounds the output held at once only when Options.Done
+	// drops each host's output; otherwise Run keeps every host's output until it returns.
+	DefaultMaxOutput = 8 << 20
+	DefaultMaxStderr = 64 << 10
 )
 
 // Target is one host, fully resolved (what ssh -G would say).
@@ -70,6 +72,18 @@ type Options struct {
 	// Progress, when set, is called after every host starts or finishes, one call at a time.
 	// It must return quickly.
 	Progress func(Progress)
+
+	// Head, when set, judges the beginning of each host's output while it arrives: it is
+	// called with everything read so far, each time more arrives, until it accepts it. An
+	// error stops reading at once: the session is closed and the host fails in PhaseProbe with
+	// KindBadOutput and the error's text, keeping what was read. Output that ends before Head
+	// accepted it is returned as it is. The caller knows what its command prints; Run does not.
+	Head func(head []byte) (accepted bool, err error)
+	// Done, when set, is called once for every target as soon as its Result is final, from the
+	// host's own goroutine (so concurrently, up to Fanout at once). Run then stores the Result
+	// as Done left it: a Done that consumes the output and sets Stdout and Stderr to nil keeps
+	// a sweep's memory bounded by Fanout, not by the number of hosts.
+	Done func(i int, r *Result)
 }
 
 // Progress is a snapshot of a sweep.
@@ -108,9 +122,15 @@ func Run(ctx context.Context, targets []Target, o Options) []Result {
 		progress: newProgress(targets, o.Progress),
 	}
 	results := make([]Result, len(targets))
+	done := func(i int, r Result) {
+		if o.Done != nil {
+			o.Done(i, &r)
+		}
+		results[i] = r
+	}
 	if o.Command == "" {
 		for i, t := range targets {
-			results[i] = Result{Target: t, Err: &Error{Phase: PhaseSession, Kind: KindConfig, Message: "no command to run"}}
+			done(i, Result{Target: t, Err: &Error{Phase: PhaseSession, Kind: KindConfig, Message: "no command to run"}})
 		}
 		return results
 	}
@@ -118,17 +138,18 @@ func Run(ctx context.Context, targets []Target, o Options) []Result {
 	g.SetLimit(o.Fanout)
 	for i, t := range targets {
 		if ctx.Err() != nil {
-			results[i] = queuedInterrupted(t)
+			done(i, queuedInterrupted(t))
 			continue
 		}
 		g.Go(func() error {
 			if ctx.Err() != nil {
-				results[i] = queuedInterrupted(t)
+				done(i, queuedInterrupted(t))
 				return nil
 			}
 			s.progress.start(i)
-			results[i] = s.runHost(ctx, t)
-			s.progress.finish(i, results[i].Err == nil)
+			r := s.runHost(ctx, t)
+			done(i, r)
+			s.progress.finish(i, r.Err == nil)
 			return nil
 		})
 	}

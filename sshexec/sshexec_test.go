@@ -579,9 +579,29 @@ func TestDeadlineThroughJump(t *testing.T) {
 
 func TestOutput(t *testing.T) {
 	t.Parallel()
+	// headerWithin accepts output whose line "HEADER" starts within the first 100 bytes.
+	headerWithin := func(head []byte) (bool, error) {
+		if i := bytes.Index(head, []byte("HEADER\n")); i >= 0 && i <= 100 {
+			return true, nil
+		}
+		if len(head) > 100+len("HEADER\n") {
+			return false, fmt.Errorf("no header in the first %d bytes", len(head))
+		}
+		return false, nil
+	}
+	garbage := func(e *sshtest.Exec) int {
+		chunk := bytes.Repeat([]byte("\x1b#"), 16<<10)
+		for range 1600 { // 50 MiB unless the client hangs up first
+			if _, err := e.Stdout.Write(chunk); err != nil {
+				return 0
+			}
+		}
+		return 0
+	}
 	tests := []struct {
 		name      string
 		exec      func(*sshtest.Exec) int
+		head      func([]byte) (bool, error)
 		max       int
 		stdin     []byte
 		phase     string
@@ -602,6 +622,15 @@ func TestOutput(t *testing.T) {
 				return 0
 			},
 			stdout: func(b []byte) bool { return len(b) == 1000 && bytes.Count(b, []byte("x")) == 1000 }},
+		{name: "50 MiB of garbage, refused by its head", head: headerWithin, exec: garbage,
+			phase: sshexec.PhaseProbe, kinds: []string{sshexec.KindBadOutput}, msg: []string{"no header in the first"},
+			stdout: func(b []byte) bool { return len(b) > 107 && len(b) <= 64<<10 }},
+		{name: "garbage after an accepted head is read on", head: headerWithin, max: 1 << 20, truncated: true,
+			exec:   func(e *sshtest.Exec) int { io.WriteString(e.Stdout, "login banner\nHEADER\n"); return garbage(e) },
+			stdout: func(b []byte) bool { return len(b) == 1<<20 && bytes.HasPrefix(b, []byte("login banner\nHEADER\n")) }},
+		{name: "output that ends before its head is judged", head: headerWithin, exit: ptr(0),
+			exec:   func(e *sshtest.Exec) int { io.WriteString(e.Stdout, "short"); return 0 },
+			stdout: func(b []byte) bool { return string(b) == "short" }},
 		{name: "exactly the bound", max: 5, exit: ptr(0),
 			exec:   func(e *sshtest.Exec) int { io.WriteString(e.Stdout, "12345"); return 0 },
 			stdout: func(b []byte) bool { return string(b) == "12345" }},
@@ -632,7 +661,7 @@ func TestOutput(t *testing.T) {
 			s := e.server(sshtest.Config{Exec: tc.exec})
 			e.trust(s)
 			o := opts()
-			o.MaxOutput = tc.max
+			o.MaxOutput, o.Head = tc.max, tc.head
 			if tc.stdin != nil {
 				o.Stdin = tc.stdin
 			}
@@ -654,7 +683,7 @@ func TestOutput(t *testing.T) {
 			if r.Truncated != tc.truncated {
 				t.Errorf("truncated %v, want %v", r.Truncated, tc.truncated)
 			}
-			if tc.truncated && !strings.Contains(strings.Join(r.Notes, "\n"), "exceeded 1000 bytes") {
+			if tc.truncated && !strings.Contains(strings.Join(r.Notes, "\n"), fmt.Sprintf("exceeded %d bytes", tc.max)) {
 				t.Errorf("notes %q", r.Notes)
 			}
 			if (r.ExitCode == nil) != (tc.exit == nil) || (r.ExitCode != nil && *r.ExitCode != *tc.exit) {
@@ -845,6 +874,55 @@ func TestFanoutAndOrder(t *testing.T) {
 	defer mu.Unlock()
 	if want := (sshexec.Progress{Total: 11, Succeeded: 10, Failed: 1}); last != want || calls != 22 {
 		t.Errorf("last progress %+v after %d calls, want %+v after 22", last, calls, want)
+	}
+}
+
+// TestDone: every host's result goes through Done once, as soon as that host is finished, and
+// Run keeps what Done left, so a caller can consume each output and drop it.
+func TestDone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.server(sshtest.Config{})
+	e.trust(s)
+	var targets []sshexec.Target
+	for i := range 6 {
+		tg := e.target(s)
+		tg.Name, tg.User = fmt.Sprintf("n%d", i), fmt.Sprintf("u%d", i)
+		targets = append(targets, tg)
+	}
+	targets = append(targets, sshexec.Target{Name: "dead", HostName: "127.0.0.1", Port: closedPort(t), User: "ops"})
+	o := opts()
+	o.Fanout = 2
+	var mu sync.Mutex
+	seen := map[int]string{}
+	o.Done = func(i int, r *sshexec.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := seen[i]; dup {
+			t.Errorf("Done called twice for host %d", i)
+		}
+		seen[i] = string(r.Stdout)
+		if r.Target.Name != targets[i].Name {
+			t.Errorf("Done(%d) got %s", i, r.Target.Name)
+		}
+		r.Stdout = nil
+	}
+	rs := sshexec.Run(context.Background(), targets, o)
+	if len(seen) != len(targets) {
+		t.Fatalf("Done was called for %d of %d hosts", len(seen), len(targets))
+	}
+	for i, r := range rs {
+		if r.Stdout != nil {
+			t.Errorf("%s: Run kept %d bytes of output that Done dropped", r.Target.Name, len(r.Stdout))
+		}
+		if r.Target.Name == "dead" {
+			wantErr(t, r, sshexec.PhaseConnect, sshexec.KindRefused)
+			continue
+		}
+		wantOK(t, r)
+		if want := "u" + strconv.Itoa(i) + "|sh -s -- 0123abcd|echo hi\n"; seen[i] != want {
+			t.Errorf("%s: Done saw %q, want %q", r.Target.Name, seen[i], want)
+		}
 	}
 }
 

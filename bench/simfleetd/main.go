@@ -1,7 +1,8 @@
 // Command simfleetd serves a simulated fleet of GPU hosts (internal/simfleet) in its own
 // process, so that a benchmark charges the server's CPU to the server, not to the client.
 //
-//	simfleetd -hosts 1000 -rtt 50ms -bad 0.1 -dir /tmp/fleet
+//	simfleetd -hosts 1000 -rtt 50ms -bad 0.1 -run-probe -dir /tmp/fleet
+//	simfleetd -hosts 64 -rtt 10ms -host-time 150ms -dir /tmp/fleet
 //
 // It writes hosts, ssh_config, known_hosts, id_ed25519 and manifest.json into -dir, prints
 // "ready DIR" on stdout, and serves until its stdin closes, it gets SIGINT or SIGTERM, or
@@ -30,6 +31,9 @@ func run() int {
 	dir := flag.String("dir", "", "directory for the client files (required)")
 	fixtures := flag.String("fixtures", "fixtures/*.capture", "captures to serve (glob)")
 	lifetime := flag.Duration("lifetime", 10*time.Minute, "stop after this long in any case")
+	hostTime := flag.Duration("host-time", 0, "host-side time before each host answers")
+	runProbe := flag.Bool("run-probe", false, "answer the probe by running it here (sh, this machine's /proc, a fake idle 8-GPU nvidia-smi), once per distinct input")
+	garbage := flag.Int("garbage-bytes", 50<<20, "bytes a garbage host sends")
 	flag.Parse()
 	if *dir == "" {
 		fmt.Fprintln(os.Stderr, "simfleetd: -dir is required")
@@ -49,7 +53,16 @@ func run() int {
 		}
 		caps = append(caps, b)
 	}
-	fl, err := simfleet.Start(simfleet.Config{Hosts: *hosts, RTT: *rtt, BadShare: *bad, Captures: caps, Dir: *dir})
+	cfg := simfleet.Config{Hosts: *hosts, RTT: *rtt, BadShare: *bad, Captures: caps, Dir: *dir,
+		HostTime: *hostTime, RunProbe: *runProbe, GarbageBytes: *garbage}
+	if *runProbe {
+		cfg.SMIDir = filepath.Join(*dir, "smi")
+		if err := simfleet.WriteIdleSMI(cfg.SMIDir); err != nil {
+			fmt.Fprintf(os.Stderr, "simfleetd: %v\n", err)
+			return 1
+		}
+	}
+	fl, err := simfleet.Start(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "simfleetd: %v\n", err)
 		return 1

@@ -100,7 +100,7 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		if err != nil {
 			return exitUsage, err
 		}
-		hosts, err = o.ssh.sweep(ctx, res, o.timeout, e)
+		hosts, err = o.ssh.sweep(ctx, res, o.timeout, triager{}, nil, e) // explanations show no capture
 		if err != nil {
 			return exitUsage, err
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gputriage/gputriage/diagnose"
-	"github.com/gputriage/gputriage/report"
 )
 
 // readyOptions are the flags of "will my deployment start?" (--tp).
@@ -88,19 +87,4 @@ func parseMiB(s string) (int64, error) {
 		return 0, usagef("bad size %q (want e.g. 80GiB or 70000MiB)", s)
 	}
 	return int64(v*mult + 0.5), nil
-}
-
-// applyReadiness answers --tp for every host that was triaged.
-func applyReadiness(hosts []report.Host, job *diagnose.Job) {
-	if job == nil {
-		return
-	}
-	for i := range hosts {
-		h := &hosts[i]
-		if h.Err != nil || h.Snapshot == nil {
-			continue
-		}
-		r := diagnose.CheckReadiness(h.Snapshot, h.Result, *job)
-		h.Readiness = &r
-	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -107,6 +109,7 @@ func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 		local = u.Username
 	}
 	lhost, _ := os.Hostname()
+	conf := sshconf.NewConfig() // every host resolved against one reading of the files
 	out := make([]resolved, 0, len(ts))
 	for _, t := range ts {
 		so := sshconf.Options{ConfigFile: o.configFile, Home: home, LocalUser: local, LocalHost: lhost,
@@ -117,7 +120,7 @@ func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 		if t.Port != 0 {
 			so.Port = t.Port
 		}
-		h, err := sshconf.Resolve(t.Host, so)
+		h, err := conf.Resolve(t.Host, so)
 		if err != nil {
 			return nil, usagef("%s: %v", t, err)
 		}
@@ -143,8 +146,10 @@ func (o *sshOptions) target(r resolved) sshexec.Target {
 	return conv(r.conf, r.label)
 }
 
-// sweep probes every host over SSH and diagnoses what came back.
-func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.Duration, e *env) ([]report.Host, error) {
+// sweep probes every host over SSH and diagnoses each one as soon as its output is in, so
+// that it holds the raw output of at most --fanout hosts at once: a host's output is written
+// to --save at once and dropped once diagnosed, but for what tr keeps for the report.
+func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.Duration, tr triager, sv *saver, e *env) ([]report.Host, error) {
 	if o.fanout < 1 {
 		return nil, usagef("--fanout must be at least 1, got %d", o.fanout)
 	}
@@ -162,8 +167,9 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		MaxOutput:      maxCaptureBytes,
 		Timeout:        timeout,
 		ConnectTimeout: o.connectTimeout,
-		Fanout:         o.fanout,
+		Fanout:         fanoutWithin(o.fanout, len(hosts), e),
 		AcceptNew:      o.acceptNew,
+		Head:           headCheck(nonce),
 	}
 	if ag != nil {
 		sopt.Agent = ag
@@ -193,33 +199,98 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking no is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label))
 		}
 	}
+	out := make([]report.Host, len(hosts))
+	notes := make([][]string, len(hosts)) // printed in host order once the sweep is over
+	sopt.Done = func(i int, r *sshexec.Result) {
+		out[i], notes[i] = o.finishHost(hosts[i].label, r, nonce)
+		sv.host(out[i])
+		tr.finish(&out[i])
+		r.Stdout, r.Stderr = nil, nil
+	}
 	if tty, _ := e.isTerminal(e.stderr); tty {
 		p := newProgressLine(e.stderr)
 		sopt.Progress = p.update
 		defer p.done()
 	}
-	results := sshexec.Run(ctx, targets, sopt)
-	out := make([]report.Host, len(results))
-	for i, r := range results {
-		for _, n := range r.Notes {
-			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), report.Sanitize(n))
-		}
-		if o.sudo && strings.Contains(string(r.Stderr), sudoFallbackMsg) {
-			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), sudoFallbackMsg)
-		}
-		var dropped []byte
-		var ferr error
-		r.Stdout, dropped, ferr = fromHeader(r.Stdout, nonce)
-		if len(dropped) > 0 {
-			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), preambleNote(dropped))
-		}
-		out[i] = hostFromResult(hosts[i].label, r)
-		if ferr != nil && r.Err == nil {
-			out[i] = report.Host{Name: hosts[i].label, Capture: r.Stdout,
-				Err: &report.HostError{Phase: "probe", Kind: "bad-output", Message: ferr.Error()}}
+	sshexec.Run(ctx, targets, sopt)
+	for i, ns := range notes {
+		for _, n := range ns {
+			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(hosts[i].label), n)
 		}
 	}
 	return out, nil
+}
+
+// finishHost turns one host's SSH result into its report host, whole (the raw capture with
+// it), and the notes to print about it, sanitized.
+func (o *sshOptions) finishHost(label string, r *sshexec.Result, nonce string) (report.Host, []string) {
+	var notes []string
+	for _, n := range r.Notes {
+		notes = append(notes, report.Sanitize(n))
+	}
+	if o.sudo && bytes.Contains(r.Stderr, []byte(sudoFallbackMsg)) {
+		notes = append(notes, sudoFallbackMsg)
+	}
+	var dropped []byte
+	var ferr error
+	r.Stdout, dropped, ferr = fromHeader(r.Stdout, nonce)
+	if len(dropped) > 0 {
+		notes = append(notes, preambleNote(dropped))
+	}
+	h := hostFromResult(label, *r)
+	if ferr != nil && r.Err == nil {
+		h = report.Host{Name: label, Capture: r.Stdout,
+			Err: &report.HostError{Phase: "probe", Kind: "bad-output", Message: ferr.Error()}}
+	}
+	return h, notes
+}
+
+// preambleMax is how much a login shell may print before the probe's output starts (a banner,
+// a message of the day). Output without this run's capture header that far in is not a
+// capture, and the sweep stops reading it.
+const preambleMax = 64 << 10
+
+// headCheck accepts output that starts with this run's capture header, after at most
+// preambleMax bytes of preamble, and refuses anything else as soon as that is certain: another
+// run's capture at once, output with no header once preambleMax bytes and a header line's
+// length are in.
+func headCheck(nonce string) func(head []byte) (bool, error) {
+	return func(head []byte) (bool, error) {
+		c, dropped, err := fromHeader(head, nonce)
+		if err != nil {
+			return false, err
+		}
+		switch {
+		case len(dropped) > preambleMax, len(dropped) == 0 && !isHeaderOf(c, nonce) && len(head) > preambleMax+maxHeaderLine:
+			return false, fmt.Errorf("the host's output is not a gputriage capture: no capture header of this run in its first %d bytes", preambleMax)
+		case len(dropped) > 0 || isHeaderOf(c, nonce):
+			return true, nil
+		}
+		return false, nil
+	}
+}
+
+// maxHeaderLine bounds a capture's first line, so that no check copies more of an output
+// whose first line never ends.
+const maxHeaderLine = 1 << 10
+
+// firstLine is raw up to and including its first newline, or its first maxHeaderLine bytes.
+func firstLine(raw []byte) []byte {
+	head := raw[:min(len(raw), maxHeaderLine)]
+	if i := bytes.IndexByte(head, '\n'); i >= 0 {
+		return head[:i+1]
+	}
+	return head
+}
+
+// isHeaderOf reports whether raw starts with a whole capture header line of this run.
+func isHeaderOf(raw []byte, nonce string) bool {
+	line := firstLine(raw)
+	if !bytes.HasSuffix(line, []byte("\n")) {
+		return false
+	}
+	c, err := parse.SplitCapture(line)
+	return err == nil && c.Nonce == nonce
 }
 
 const sudoFallbackMsg = "sudo -n is missing or wants a password here: probed without root"
@@ -255,6 +326,10 @@ func hostFromResult(label string, r sshexec.Result) report.Host {
 	if r.Err == nil {
 		return diagnoseCapture(label, r.Stdout)
 	}
+	if r.Err.Kind == sshexec.KindBadOutput {
+		return report.Host{Name: label, Capture: r.Stdout,
+			Err: &report.HostError{Phase: r.Err.Phase, Kind: r.Err.Kind, Message: r.Err.Message}}
+	}
 	msg := r.Err.Message
 	if r.Err.Phase == sshexec.PhaseProbe && r.Err.Kind == sshexec.KindTimeout && len(r.Stdout) > 0 {
 		if c, err := parse.SplitCapture(r.Stdout); err == nil && len(c.Sections) > 0 {
@@ -269,31 +344,58 @@ func hostFromResult(label string, r sshexec.Result) report.Host {
 	return report.Host{Name: label, Err: &report.HostError{Phase: r.Err.Phase, Kind: r.Err.Kind, Message: msg}}
 }
 
-// saveCaptures writes DIR/HOST.capture for every probed host, DIR/HOST.error for every failed
-// one, and DIR/hosts with the host order, so --replay DIR reproduces the sweep exactly.
-func saveCaptures(dir string, hosts []report.Host) error {
+// saver writes what --save keeps as each host finishes: DIR/HOST.capture for a probed host,
+// DIR/HOST.error for a failed one, and at the end DIR/hosts with the host order, so --replay
+// DIR reproduces the sweep exactly. A nil saver saves nothing.
+type saver struct {
+	dir string
+	mu  sync.Mutex
+	err error // the first write that failed
+}
+
+func newSaver(dir string) (*saver, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+		return nil, err
+	}
+	return &saver{dir: dir}, nil
+}
+
+// host writes one host's file; it is safe for concurrent use.
+func (sv *saver) host(h report.Host) {
+	if sv == nil {
+		return
+	}
+	base := filepath.Join(sv.dir, fileSafe(h.Name))
+	var err error
+	if h.Err != nil {
+		var b []byte
+		b, err = json.Marshal(h.Err)
+		if err == nil {
+			err = os.WriteFile(base+errorExt, append(b, '\n'), 0o600)
+		}
+	} else {
+		err = os.WriteFile(base+captureExt, h.Capture, 0o600)
+	}
+	if err != nil {
+		sv.mu.Lock()
+		sv.err = cmp.Or(sv.err, err)
+		sv.mu.Unlock()
+	}
+}
+
+// finish writes the host order and returns the first error of the sweep's writes.
+func (sv *saver) finish(hosts []report.Host) error {
+	if sv == nil {
+		return nil
+	}
+	if sv.err != nil {
+		return sv.err
 	}
 	var index strings.Builder
 	for _, h := range hosts {
-		base := filepath.Join(dir, fileSafe(h.Name))
 		index.WriteString(h.Name + "\n")
-		var err error
-		if h.Err != nil {
-			var b []byte
-			b, err = json.Marshal(h.Err)
-			if err == nil {
-				err = os.WriteFile(base+errorExt, append(b, '\n'), 0o600)
-			}
-		} else {
-			err = os.WriteFile(base+captureExt, h.Capture, 0o600)
-		}
-		if err != nil {
-			return err
-		}
 	}
-	return os.WriteFile(filepath.Join(dir, indexFile), []byte(index.String()), 0o600)
+	return os.WriteFile(filepath.Join(sv.dir, indexFile), []byte(index.String()), 0o600)
 }
 
 const (
@@ -311,8 +413,8 @@ func fileSafe(label string) string {
 }
 
 // replayDir reads a saved sweep: the hosts in DIR/hosts order when present (others after, by
-// name), each from HOST.capture or HOST.error.
-func replayDir(dir string) ([]report.Host, error) {
+// name), each from HOST.capture or HOST.error, keeping of each what tr keeps.
+func replayDir(dir string, tr triager) ([]report.Host, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -370,7 +472,9 @@ func replayDir(dir string) ([]report.Host, error) {
 		if err != nil {
 			return nil, err
 		}
-		hosts = append(hosts, diagnoseCapture(label, raw))
+		h := diagnoseCapture(label, raw)
+		tr.finish(&h)
+		hosts = append(hosts, h)
 	}
 	return hosts, nil
 }

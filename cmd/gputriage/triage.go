@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -132,15 +133,21 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 		return exitUsage, usagef("--dry-run and --save go with host names")
 	}
 
+	tr := triager{job: job}
+	if o.format == "markdown" || o.format == "md" {
+		tr.keep = report.MarkdownCaptureBytes
+	}
 	var hosts []report.Host
 	switch {
 	case o.replay != "":
-		hosts, err = replayHosts(o.replay)
+		hosts, err = replayHosts(o.replay, tr)
 		if err != nil {
 			return exitUsage, err
 		}
 	case o.local:
-		hosts = []report.Host{localHost(ctx, o.timeout)}
+		h := localHost(ctx, o.timeout)
+		tr.finish(&h)
+		hosts = []report.Host{h}
 	default:
 		ts, err := o.ssh.targets(fs.Args(), e.stdin)
 		if err != nil {
@@ -159,24 +166,27 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 			}
 			return exitOK, nil
 		}
-		hosts, err = o.ssh.sweep(ctx, res, o.timeout, e)
-		if err != nil {
-			return exitUsage, err
-		}
+		var sv *saver
 		if o.ssh.save != "" {
-			if err := saveCaptures(o.ssh.save, hosts); err != nil {
+			if sv, err = newSaver(o.ssh.save); err != nil {
 				return exitInternal, fmt.Errorf("--save: %w", err)
 			}
 		}
+		hosts, err = o.ssh.sweep(ctx, res, o.timeout, tr, sv, e)
+		if err != nil {
+			return exitUsage, err
+		}
+		if err := sv.finish(hosts); err != nil {
+			return exitInternal, fmt.Errorf("--save: %w", err)
+		}
 	}
 
-	applyReadiness(hosts, job)
 	if collectOnly {
 		for _, h := range hosts {
 			if h.Err != nil {
 				fmt.Fprintf(e.stdout, "%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), h.Err.Phase, h.Err.Kind, report.Sanitize(h.Err.Message))
 			} else {
-				fmt.Fprintf(e.stdout, "%s: saved %d bytes\n", report.Sanitize(h.Name), len(h.Capture))
+				fmt.Fprintf(e.stdout, "%s: saved %d bytes\n", report.Sanitize(h.Name), max(h.CaptureSize, len(h.Capture)))
 			}
 		}
 	} else {
@@ -244,12 +254,50 @@ func (o *options) colorFor(e *env) (bool, int) {
 	return tty, width
 }
 
+// triager keeps of each diagnosed host what the report needs, so that hosts are dropped as
+// they are diagnosed, not when the report is written.
+type triager struct {
+	job  *diagnose.Job // --tp, answered per host while its whole snapshot is at hand; nil: none
+	keep int           // bytes of the raw capture to keep: what a Markdown report can show
+}
+
+// finish answers --tp for h, then drops what no report reads: the raw capture beyond tr.keep
+// (CaptureSize keeps its length) and the snapshot beyond reportView.
+func (tr triager) finish(h *report.Host) {
+	if tr.job != nil && h.Err == nil && h.Snapshot != nil {
+		r := diagnose.CheckReadiness(h.Snapshot, h.Result, *tr.job)
+		h.Readiness = &r
+	}
+	h.Snapshot = reportView(h.Snapshot)
+	if c := h.Capture; c != nil {
+		h.CaptureSize, h.Capture = len(c), nil
+		if tr.keep > 0 {
+			h.Capture = bytes.Clone(c[:min(len(c), tr.keep)])
+		}
+	}
+}
+
+// reportView is the part of a snapshot that reports read: host facts, nvidia-smi's answer,
+// the GPUs, /dev/shm's totals, notes and sections. The processes, descriptors, mappings,
+// units and /dev/shm entries are diagnose's input only; its Result carries what it found in
+// them. TestReportView checks that every report renders the same from the view.
+func reportView(s *parse.Snapshot) *parse.Snapshot {
+	if s == nil {
+		return nil
+	}
+	v := &parse.Snapshot{Host: s.Host, SMI: s.SMI, GPUs: s.GPUs, Shm: s.Shm, Notes: s.Notes,
+		Sections: s.Sections, Truncated: s.Truncated}
+	v.Shm.Entries = nil
+	return v
+}
+
 // diagnoseCapture parses one host's raw probe output and diagnoses it. Ages are computed
 // against the host's own clock at probe time, so a replay gives exactly the live result.
 func diagnoseCapture(name string, raw []byte) report.Host {
 	// Output that is not a capture at all (a login banner, a shell that ignored the script,
-	// garbage) means the probe did not run: the host is not triaged, whatever it printed.
-	if c, err := parse.SplitCapture(raw); err != nil && len(c.Sections) == 0 {
+	// garbage) means the probe did not run: the host is not triaged, whatever it printed. Only
+	// the first line is looked at, and at most maxHeaderLine bytes of it.
+	if _, err := parse.SplitCapture(firstLine(raw)); err != nil {
 		return report.Host{Name: name, Capture: raw, Err: &report.HostError{Phase: "probe", Kind: "bad-output",
 			Message: fmt.Sprintf("the host's output is not a gputriage capture (%d bytes): %v", len(raw), err)}}
 	}
@@ -268,13 +316,13 @@ func diagnoseCapture(name string, raw []byte) report.Host {
 
 // replayHosts reads a capture file, or a directory saved by --save/collect (or any directory
 // of HOST.capture files).
-func replayHosts(path string) ([]report.Host, error) {
+func replayHosts(path string, tr triager) ([]report.Host, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, usagef("--replay: %v", err)
 	}
 	if st.IsDir() {
-		hosts, err := replayDir(path)
+		hosts, err := replayDir(path, tr)
 		if err != nil {
 			return nil, usagef("--replay: %v", err)
 		}
@@ -284,5 +332,7 @@ func replayHosts(path string) ([]report.Host, error) {
 	if err != nil {
 		return nil, usagef("--replay: %v", err)
 	}
-	return []report.Host{diagnoseCapture(hostFromCaptureFile(path), raw)}, nil
+	h := diagnoseCapture(hostFromCaptureFile(path), raw)
+	tr.finish(&h)
+	return []report.Host{h}, nil
 }

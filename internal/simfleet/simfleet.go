@@ -1,9 +1,11 @@
 // Package simfleet simulates a fleet of GPU hosts for gputriage's scale benchmarks and tests:
 // one in-process x/crypto/ssh server answering on N addresses and ports of 127.0.0.0/8, each
-// host replying to the probe command with a recorded capture (its nonce rewritten to the one
-// the client sent), behind a simulated round-trip latency, with a configurable share of hosts
+// host replying to the probe command either by running the real probe (Config.RunProbe) or
+// with a recorded capture (its nonce rewritten to the one the client sent), and to a command
+// that runs nvidia-smi (pdsh's) with the recorded nvidia-smi output; after a fixed host-side
+// time, behind a simulated latency on every server write, with a configurable share of hosts
 // that misbehave the ways a real fleet does: silent after TCP accept, reset mid-output, closed
-// port, garbage output, one byte a second.
+// port, 50 MiB of garbage, one byte a second.
 //
 // It also writes what a client needs to reach the fleet: a hosts file, an ssh_config, a
 // known_hosts file and the client's private key. bench/simfleetd runs it as a separate process
@@ -11,7 +13,6 @@
 package simfleet
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -23,12 +24,16 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/parse"
 )
 
 // Behaviour is how one simulated host treats a connection.
@@ -61,6 +66,22 @@ type Config struct {
 	Dir string
 	// User is the login name written to ssh_config (default root); any user is accepted.
 	User string
+	// HostTime is how long a host takes, once its command and input are in, before it answers:
+	// the time its probe or nvidia-smi would take on a real machine elsewhere.
+	HostTime time.Duration
+	// RunProbe makes the hosts answer the probe by running it: the script the client sent on
+	// stdin, run by `sh -s` on this machine (its real /proc and /dev/shm) with a fake
+	// nvidia-smi serving an idle 8-GPU host first on PATH (see SMIDir). One run answers every
+	// host that is sent the same input: a sweep sends all its hosts the same nonce, and all the
+	// hosts of this fleet are this one machine, so the N runs would print the same capture at N
+	// times the server's CPU, which would only compete with the client being measured.
+	// Without RunProbe, hosts replay Captures.
+	RunProbe bool
+	// SMIDir holds the nvidia-smi that RunProbe puts first on PATH (the caller writes it, e.g.
+	// with scenario.WriteFakeSMI).
+	SMIDir string
+	// GarbageBytes is what a Garbage host sends; 0 means 50 MiB.
+	GarbageBytes int
 }
 
 // Host is one simulated host.
@@ -89,7 +110,10 @@ type Fleet struct {
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
-	garbage  []byte
+	garbage  []byte // one block of garbage, sent until GarbageBytes are out
+
+	runMu sync.Mutex
+	runs  map[string]*probeRun // RunProbe's outputs, by the input that produced them
 }
 
 type capture struct {
@@ -112,7 +136,10 @@ func Start(cfg Config) (*Fleet, error) {
 	if cfg.User == "" {
 		cfg.User = "root"
 	}
-	f := &Fleet{cfg: cfg, conns: map[net.Conn]struct{}{}}
+	if cfg.GarbageBytes <= 0 {
+		cfg.GarbageBytes = 50 << 20
+	}
+	f := &Fleet{cfg: cfg, conns: map[net.Conn]struct{}{}, runs: map[string]*probeRun{}}
 	for i, raw := range cfg.Captures {
 		first, _, _ := bytes.Cut(raw, []byte("\n"))
 		n, ok := bytes.CutPrefix(bytes.TrimSuffix(first, []byte("\r")), []byte("gputriage-capture v1 nonce="))
@@ -121,7 +148,7 @@ func Start(cfg Config) (*Fleet, error) {
 		}
 		f.captures = append(f.captures, capture{raw: raw, nonce: n})
 	}
-	f.garbage = garbage(4096)
+	f.garbage = garbage(64 << 10)
 
 	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -325,41 +352,124 @@ func (f *Fleet) exec(c *delayConn, ch ssh.Channel, command string, i int, b Beha
 		_, _ = ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{status}))
 		_ = ch.CloseWrite()
 	}
-	first, _ := bufio.NewReaderSize(io.LimitReader(ch, 512), 512).ReadString('\n')
-	go func() { _, _ = io.Copy(io.Discard, ch) }() // the rest of the script
-	nonce := NonceOf(first)
-	if nonce == "" {
-		_, _ = io.WriteString(ch.Stderr(), "simfleet: no nonce on the first line of stdin\n")
+	out, err := f.answer(ch, command, i)
+	if err != nil {
+		_, _ = io.WriteString(ch.Stderr(), "simfleet: "+err.Error()+"\n")
 		exit(2)
 		return
 	}
-	cp := f.captures[i%len(f.captures)]
-	out := bytes.ReplaceAll(cp.raw, cp.nonce, []byte(nonce))
+	if !f.sleep(f.cfg.HostTime) {
+		return
+	}
 	switch b {
 	case Good:
 		_, _ = ch.Write(out)
 		exit(0)
 	case Garbage:
-		_, _ = ch.Write(f.garbage)
+		for sent := 0; sent < f.cfg.GarbageBytes; sent += len(f.garbage) {
+			if _, err := ch.Write(f.garbage[:min(len(f.garbage), f.cfg.GarbageBytes-sent)]); err != nil {
+				return
+			}
+		}
 		exit(0)
 	case Reset:
 		_, _ = ch.Write(out[:len(out)/2])
 		c.Reset() // after the half capture has reached the client
 	case Trickle:
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
 		for k := range out {
-			if _, err := ch.Write(out[k : k+1]); err != nil {
-				return
-			}
-			select {
-			case <-t.C:
-			case <-f.ctx.Done():
+			if _, err := ch.Write(out[k : k+1]); err != nil || !f.sleep(time.Second) {
 				return
 			}
 		}
 		exit(0)
 	}
+}
+
+// sleep waits d, or until the fleet closes (then it returns false).
+func (f *Fleet) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return f.ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-f.ctx.Done():
+		return false
+	}
+}
+
+// answer is what host i prints for command: the recorded nvidia-smi output for a command that
+// runs nvidia-smi (pdsh's queries), else the probe's capture for the input on ch (the probe
+// script after a "set -- NONCE SECONDS" line), read whole.
+func (f *Fleet) answer(ch ssh.Channel, command string, i int) ([]byte, error) {
+	cp := f.captures[i%len(f.captures)]
+	if strings.Contains(command, "nvidia-smi") {
+		return smiOutput(cp.raw), nil
+	}
+	in, err := io.ReadAll(io.LimitReader(ch, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	first, _, _ := bytes.Cut(in, []byte("\n"))
+	nonce := NonceOf(string(first))
+	if nonce == "" {
+		return nil, errors.New("no nonce on the first line of stdin")
+	}
+	if f.cfg.RunProbe {
+		return f.runProbe(in)
+	}
+	return bytes.ReplaceAll(cp.raw, cp.nonce, []byte(nonce)), nil
+}
+
+// probeRun is one run of the real probe, shared by every host sent the same input.
+type probeRun struct {
+	done chan struct{}
+	out  []byte
+	err  error
+}
+
+// runProbe runs `sh -s` on input once per distinct input; hosts that ask meanwhile wait for
+// that run.
+func (f *Fleet) runProbe(input []byte) ([]byte, error) {
+	f.runMu.Lock()
+	r, ok := f.runs[string(input)]
+	if !ok {
+		r = &probeRun{done: make(chan struct{})}
+		f.runs[string(input)] = r
+	}
+	f.runMu.Unlock()
+	if !ok {
+		ctx, cancel := context.WithTimeout(f.ctx, time.Minute)
+		cmd := exec.CommandContext(ctx, "sh", "-s")
+		cmd.Stdin = bytes.NewReader(input)
+		cmd.Env = []string{"PATH=" + f.cfg.SMIDir + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LC_ALL=C"}
+		r.out, r.err = cmd.Output()
+		cancel()
+		close(r.done)
+	}
+	<-r.done
+	return r.out, r.err
+}
+
+// smiOutput is what the probe's two nvidia-smi queries printed on the host a capture was
+// taken from: its smi-gpu and smi-apps sections.
+func smiOutput(capture []byte) []byte {
+	c, err := parse.SplitCapture(capture)
+	if err != nil {
+		return nil
+	}
+	var out []byte
+	for _, name := range []string{"smi-gpu", "smi-apps"} {
+		if s := c.Section(name); s != nil {
+			out = append(out, s.Body...)
+			if len(s.Body) > 0 && s.Body[len(s.Body)-1] != '\n' {
+				out = append(out, '\n')
+			}
+		}
+	}
+	return out
 }
 
 // NonceOf finds the probe's nonce in the first line of its stdin ("set -- NONCE SECONDS", see
@@ -496,4 +606,18 @@ func Expected(b Behaviour) (phase, kind string) {
 		return "probe", "timeout"
 	}
 	return "", ""
+}
+
+// WriteIdleSMI writes into dir a fake nvidia-smi serving an idle 8-GPU host, for SMIDir.
+func WriteIdleSMI(dir string) error {
+	var gpus []scenario.GPU
+	for i := range 8 {
+		gpus = append(gpus, scenario.GPU{Index: i, UUID: fmt.Sprintf("GPU-5a5a5a5a-0000-0000-0000-%012d", i),
+			Name: "NVIDIA H100 80GB HBM3", BusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10),
+			TotalMiB: 81559, UsedMiB: 1, ReservedMiB: 532, Driver: "550.90.07"})
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: gpus})
 }

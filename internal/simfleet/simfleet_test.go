@@ -1,8 +1,10 @@
 package simfleet_test
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -86,6 +88,54 @@ func TestFleetOutcomes(t *testing.T) {
 		if seen[b] == 0 {
 			t.Errorf("no host with behaviour %s in the fleet", b)
 		}
+	}
+}
+
+// TestRunProbe: with RunProbe, a host answers the probe the client sent by running it here
+// (so its capture names this machine and carries the client's nonce), after the host-side
+// time; a command that runs nvidia-smi gets the recorded nvidia-smi output.
+func TestRunProbe(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh")
+	}
+	dir := t.TempDir()
+	smi := filepath.Join(dir, "smi")
+	if err := simfleet.WriteIdleSMI(smi); err != nil {
+		t.Fatal(err)
+	}
+	const hostTime = 300 * time.Millisecond
+	f, err := simfleet.Start(simfleet.Config{Hosts: 3, RTT: 5 * time.Millisecond, HostTime: hostTime, RunProbe: true,
+		SMIDir: smi, Captures: captures(t), Dir: filepath.Join(dir, "fleet")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var targets []sshexec.Target
+	for _, h := range f.Hosts {
+		targets = append(targets, sshexec.Target{Name: h.Name, HostName: h.Addr, Port: h.Port, User: "root",
+			IdentityFiles: []string{f.ClientKey}, IdentitiesOnly: true, KnownHostsFiles: []string{f.KnownHosts}})
+	}
+	const nonce = "0123456789abcdef0123456789abcdef"
+	start := time.Now()
+	results := sshexec.Run(context.Background(), targets, sshexec.Options{
+		Command: "sh -s", Stdin: parse.ProbeInput(nonce, 5), Timeout: time.Minute})
+	if el := time.Since(start); el < hostTime {
+		t.Errorf("answered in %v, before the %v host time", el, hostTime)
+	}
+	me, _ := os.Hostname()
+	for _, r := range results {
+		if r.Err != nil {
+			t.Fatalf("%s: %v", r.Target.Name, r.Err)
+		}
+		snap, err := parse.Parse(r.Stdout)
+		if err != nil || snap.Host.Hostname != me || len(snap.GPUs) != 8 || !bytes.Contains(r.Stdout, []byte(nonce)) {
+			t.Errorf("%s: not this machine's capture for this run (%v): hostname %q, %d GPUs", r.Target.Name, err, snap.Host.Hostname, len(snap.GPUs))
+		}
+	}
+	smiRes := sshexec.Run(context.Background(), targets[:1], sshexec.Options{
+		Command: "nvidia-smi --query-gpu=index --format=csv; nvidia-smi --query-compute-apps=pid --format=csv", Timeout: time.Minute})
+	if r := smiRes[0]; r.Err != nil || !bytes.HasPrefix(r.Stdout, []byte("index, uuid")) || !bytes.Contains(r.Stdout, []byte("pid, gpu_uuid")) {
+		t.Errorf("nvidia-smi answer %q (%v)", r.Stdout, r.Err)
 	}
 }
 
