@@ -250,6 +250,7 @@ type jsonProcess struct {
 	GPUMemoryMiB   map[string]int64 `json:"gpu_memory_mib"`
 	Listed         bool             `json:"listed"`
 	Unit           *string          `json:"unit"`
+	UnitUserUID    *int             `json:"unit_user_uid"`
 	Container      *string          `json:"container"`
 	SlurmJob       *string          `json:"slurm_job"`
 	Shm            []jsonShmUse     `json:"shm"`
@@ -352,7 +353,7 @@ func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 	j := jsonProcess{
 		PID: p.PID, User: optStr(p.User), UID: p.UID, Name: optStr(p.Name), Argv: validAll(p.Argv),
 		State: optStr(p.State), PPID: p.PPID, GPUs: processGPUs(p), GPUMemoryMiB: map[string]int64{},
-		Listed: p.Listed, Unit: optStr(p.Unit), Container: optStr(p.Container),
+		Listed: p.Listed, Unit: optStr(p.Unit), UnitUserUID: p.UnitUserUID, Container: optStr(p.Container),
 		SlurmJob: optStr(p.SlurmJob), Shm: []jsonShmUse{},
 	}
 	if p.Elapsed != nil && *p.Elapsed >= 0 {

@@ -184,7 +184,11 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 	if collectOnly {
 		for _, h := range hosts {
 			if h.Err != nil {
-				fmt.Fprintf(e.stdout, "%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), h.Err.Phase, h.Err.Kind, report.Sanitize(h.Err.Message))
+				msg := h.Err.Message
+				if !o.out.showSecrets {
+					msg = report.MaskSecrets(msg)
+				}
+				fmt.Fprintf(e.stdout, "%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), h.Err.Phase, h.Err.Kind, report.Sanitize(msg))
 			} else {
 				fmt.Fprintf(e.stdout, "%s: saved %d bytes\n", report.Sanitize(h.Name), max(h.CaptureSize, len(h.Capture)))
 			}
