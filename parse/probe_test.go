@@ -67,7 +67,7 @@ func TestProbeOnThisHost(t *testing.T) {
 	}
 	hostname, _ := os.Hostname()
 	h := s.Host
-	if h.ProbeVersion != "1" || h.Hostname != hostname || h.Kernel == "" || h.Time == nil || h.BootTime == nil || h.UptimeSeconds == nil || h.UID == nil || *h.UID != os.Getuid() || h.User == "" {
+	if h.ProbeVersion != "2" || h.Hostname != hostname || h.Kernel == "" || h.Time == nil || h.BootTime == nil || h.UptimeSeconds == nil || h.UID == nil || *h.UID != os.Getuid() || h.User == "" {
 		t.Errorf("host facts: %+v", h)
 	}
 	if h.Time != nil && time.Since(*h.Time).Abs() > time.Minute {

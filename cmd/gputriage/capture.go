@@ -133,7 +133,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 // another run (another nonce: replayed or forged) is an error: nothing it says can be trusted.
 // Output with no header at all is returned whole, to be reported as not a capture.
 func fromHeader(out []byte, nonce string) (capture, dropped []byte, err error) {
-	head := []byte("gputriage-capture v1 nonce=" + nonce + "\n")
+	head := []byte(parse.CaptureHeader(nonce))
 	i := bytes.Index(out, head)
 	switch {
 	case i == 0:
