@@ -301,7 +301,7 @@ unitof() {
 		_id=${1#/user.slice/user-}
 		_id=${_id%%.slice/*}
 		case $_id in
-		'' | *[!0-9]*) ;;
+		'' | *[!0-9]* | 0?*) ;;
 		*) case $1 in "/user.slice/user-$_id.slice/user@$_id.service/"?*) _m=$_id _t=${1#"/user.slice/user-$_id.slice/user@$_id.service"} ;; esac ;;
 		esac
 		;;
