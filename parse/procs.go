@@ -25,6 +25,7 @@ func ParseProcs(r io.Reader, bootTime *time.Time, clockTicks int) (procs []Proce
 	b, rerr := readInput(r)
 	pb := newProcBuilder(bootTime, clockTicks)
 	pb.errs.add(rerr)
+	pb.procs = make([]Process, 0, bytes.Count(b, []byte("\npid "))+1)
 	for i, l := range splitLines(b) {
 		key, val, _ := strings.Cut(l, " ")
 		pb.field(i+1, key, val)
@@ -40,6 +41,7 @@ func ParseProcsV2(r io.Reader, bootTime *time.Time, clockTicks int) (procs []Pro
 	b, rerr := readInput(r)
 	pb := newProcBuilder(bootTime, clockTicks)
 	pb.errs.add(rerr)
+	pb.procs = make([]Process, 0, bytes.Count(b, []byte("\x00pid "))+1)
 	n := 0
 	for f := range bytes.SplitSeq(b, []byte{0}) {
 		n++
@@ -66,9 +68,9 @@ type procBuilder struct {
 	procs      []Process
 	p          *Process
 	cgroup     []string
-	fields     map[string]bool // single-valued fields the current block has
-	bad        bool            // the current block repeats a field
-	count      map[int]int     // blocks per PID
+	fields     uint16      // single-valued fields the current block has, by singleField bit
+	bad        bool        // the current block repeats a field
+	count      map[int]int // blocks per PID
 }
 
 func newProcBuilder(bootTime *time.Time, clockTicks int) *procBuilder {
@@ -87,7 +89,7 @@ func (pb *procBuilder) field(n int, key, val string) {
 			pb.errs.addf("procs field %d: pid: %s", n, q(val))
 			return
 		}
-		pb.p, pb.fields, pb.bad = &Process{PID: pid}, map[string]bool{}, false
+		pb.p, pb.fields, pb.bad = &Process{PID: pid}, 0, false
 		pb.count[pid]++
 		return
 	}
@@ -95,11 +97,9 @@ func (pb *procBuilder) field(n int, key, val string) {
 	if p == nil {
 		return
 	}
-	if once := singleField(key, val); once != "" {
-		if pb.fields[once] {
-			pb.bad = true
-		}
-		pb.fields[once] = true
+	if once := singleField(key, val); once != 0 {
+		pb.bad = pb.bad || pb.fields&once != 0
+		pb.fields |= once
 	}
 	switch key {
 	case "gone":
@@ -132,18 +132,31 @@ func (pb *procBuilder) field(n int, key, val string) {
 	}
 }
 
-// singleField names the field a block holds at most once ("" for cgroup and path lines, which
-// repeat): a status line counts by its key.
-func singleField(key, val string) string {
+// singleField is the bit of a field a block holds at most once (0 for cgroup and path lines,
+// which repeat): a status line counts by its key.
+func singleField(key, val string) uint16 {
 	switch key {
-	case "gone", "stat", "argv", "cwd":
-		return key
+	case "gone":
+		return 1 << 0
+	case "stat":
+		return 1 << 1
+	case "argv":
+		return 1 << 2
+	case "cwd":
+		return 1 << 3
 	case "status":
 		k, _, _ := strings.Cut(val, ":")
-		return "status " + k
+		for i, name := range statusKeys {
+			if k == name {
+				return 1 << (4 + i)
+			}
+		}
 	}
-	return ""
+	return 0
 }
+
+// statusKeys are the /proc/PID/status lines the probe keeps.
+var statusKeys = [...]string{"Name", "State", "PPid", "Uid", "NSpid", "VmRSS", "RssShmem"}
 
 func (pb *procBuilder) flush() {
 	p := pb.p
