@@ -21,6 +21,15 @@ case $N in
 	exit 2
 	;;
 esac
+# The nonce is only ever given to printf: it must be the shell's own, not a program whose command
+# line other users could read.
+case $(command -v printf) in
+printf) ;;
+*)
+	echo "gputriage probe: printf is not a builtin of this sh: refusing to put the nonce on a command line" >&2
+	exit 2
+	;;
+esac
 SMI_T=${2:-30}
 case $SMI_T in '' | *[!0-9]*) SMI_T=30 ;; esac
 HAVE_TIMEOUT=

@@ -22,7 +22,7 @@ import (
 const (
 	captureExt = ".capture"
 	// maxCaptureBytes bounds one host's probe output. The probe bounds each section (at most
-	// about 23 MiB in all); this catches a probe or host that does not.
+	// about 29 MiB in all, base64 included); this catches a probe or host that does not.
 	maxCaptureBytes = 32 << 20
 )
 
