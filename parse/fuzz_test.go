@@ -70,6 +70,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(sampleCapture))
 	f.Add([]byte(strings.ReplaceAll(sampleCapture, "\n", "\r\n")))
 	f.Add([]byte(sampleCapture[:len(sampleCapture)/2]))
+	f.Add([]byte(captureV2(sec("host", 0, hostRoot, 0), sec64("fds", "/proc/5/fd\t3\t/dev/nvidia0\x00/proc/5/fd\t4\t/dev/shm/a (deleted)\x00denied 0", 0),
+		sec("fdstat", 0, "0 9 /proc/5/fd/4", 0), sec("procs", 0, procV2(5, "a\nb"), 0), sec("user-units", 0, "1000 0 "+b64("Id=a.service\n"), 0))))
 	f.Add([]byte("gputriage-capture v1 nonce=ab\n@@gputriage ab begin x limit=1\n@@gputriage ab rc=\n@@gputriage ab begin y\n@@gputriage ab done"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, raw []byte) {
