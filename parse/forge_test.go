@@ -4,6 +4,7 @@ package parse_test
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -302,5 +303,29 @@ func TestProbeNonceUnseen(t *testing.T) {
 	}
 	if seen < runs {
 		t.Errorf("the scanner saw only %d of the probe's processes in %d runs: it cannot tell whether the nonce leaks", seen, runs)
+	}
+}
+
+// A host value holding a backslash and n (here the host name, set in a private UTS namespace)
+// is printed as it is: dash's echo would have turned it into a newline and a forged key.
+func TestProbeHostValuesVerbatim(t *testing.T) {
+	needRootLinux(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("no unshare")
+	}
+	const name = `h\nuid=5\tx`
+	// hostname(1) refuses such a name; the kernel takes it.
+	cmd := exec.Command("unshare", "-u", "sh", "-c", `printf %s "$1" >/proc/sys/kernel/hostname && exec sh -s`, "sh", name)
+	cmd.Stdin = bytes.NewReader(parse.ProbeInput("00112233445566778899aabbccddeeff", 5))
+	raw, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := parse.Parse(raw)
+	if err != nil {
+		t.Errorf("Parse: %v", err)
+	}
+	if s.Host.Hostname != name || s.Host.UID == nil || *s.Host.UID != 0 {
+		t.Errorf("host name %q, uid %v; want %q and 0", s.Host.Hostname, s.Host.UID, name)
 	}
 }

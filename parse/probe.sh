@@ -105,30 +105,31 @@ line1() {
 
 # Host facts come from /proc and /etc/passwd through builtins where they can: every external
 # command costs the host a fork and an exec, many times over in a fleet-wide sweep. Each value
-# is one line: what follows a newline in it is dropped.
+# is one line: what follows a newline in it is dropped. Values are printed with printf '%s',
+# never echo, which in some shells (dash) turns a backslash and n into a newline.
 hostfacts() {
-	echo "probe_version=2"
+	printf 'probe_version=2\n'
 	_v=
 	read -r _v </proc/sys/kernel/hostname 2>/dev/null || line1 _v "$(uname -n 2>/dev/null)"
-	echo "hostname=$_v"
+	printf 'hostname=%s\n' "$_v"
 	_v=
 	read -r _v </proc/sys/kernel/osrelease 2>/dev/null || line1 _v "$(uname -r 2>/dev/null)"
-	echo "kernel=$_v"
-	echo "time=$(date +%s 2>/dev/null)"
-	if read -r _up _idle </proc/uptime 2>/dev/null; then echo "uptime=$_up"; fi
+	printf 'kernel=%s\n' "$_v"
+	printf 'time=%s\n' "$(date +%s 2>/dev/null)"
+	if read -r _up _idle </proc/uptime 2>/dev/null; then printf 'uptime=%s\n' "$_up"; fi
 	while read -r _k _v _rest; do
-		if [ "$_k" = btime ]; then echo "btime=$_v"; fi
+		if [ "$_k" = btime ]; then printf 'btime=%s\n' "$_v"; fi
 	done </proc/stat 2>/dev/null
-	echo "clk_tck=$(getconf CLK_TCK 2>/dev/null)"
-	echo "uid=$MYUID"
+	printf 'clk_tck=%s\n' "$(getconf CLK_TCK 2>/dev/null)"
+	printf 'uid=%s\n' "$MYUID"
 	_user=
 	[ -z "$MYUID" ] || name_of "$MYUID"
 	# Not in the name service by uid: ask for the name of this process's user.
 	[ -n "$_user" ] || line1 _user "$(id -un 2>/dev/null)"
-	echo "user=$_user"
+	printf 'user=%s\n' "$_user"
 	line1 _v "$SMI"
-	echo "nvidia_smi=$_v"
-	echo "timeout=${HAVE_TIMEOUT:-0}"
+	printf 'nvidia_smi=%s\n' "$_v"
+	printf 'timeout=%s\n' "${HAVE_TIMEOUT:-0}"
 }
 
 # name_of UID: set _user to UID's name: the first field of the first passwd entry of UID, when
