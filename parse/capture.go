@@ -185,7 +185,8 @@ func (sp *splitter) closeAt(end int, ended bool) {
 // decoded, and what does not decode is dropped; cut says either happened.
 func decodeRegion(region []byte, limit int) (out []byte, cut bool) {
 	text := bytes.TrimRight(region, "\r\n")
-	if maxText := (limit+64+2)/3*4 + 4; len(text) > maxText {
+	enc := (limit + 64 + 2) / 3 * 4
+	if maxText := enc + 2*(enc/76+1); len(text) > maxText { // base64's lines of 76, maybe CRLF
 		text, cut = text[:maxText], true
 	}
 	out = make([]byte, base64.StdEncoding.DecodedLen(len(text)))

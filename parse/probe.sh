@@ -76,8 +76,8 @@ capsec() {
 }
 
 # capsec64 NAME LIMIT SECONDS CMD [ARG...]: like capsec for a CMD whose output may hold NUL
-# and any byte: the bounded stream (output and rc trailer) is sent base64-encoded on one line,
-# and kept so in $OUT.
+# and any byte: the bounded stream (output and rc trailer) is sent base64-encoded (in lines of
+# 76 characters: no line can be a marker), and kept so in $OUT.
 capsec64() {
 	_n=$1 _l=$2 _s=$3
 	shift 3
@@ -85,7 +85,7 @@ capsec64() {
 	OUT=$({
 		"$@" 2>&1
 		printf '\n@@gputriage %s rc=%s\n' "$N" "$?"
-	} | head -c "$((_l + 64))" | base64 | tr -d '\n')
+	} | head -c "$((_l + 64))" | base64)
 	printf '@@gputriage %s begin %s limit=%s\n%s\n@@gputriage %s end %s\n' "$N" "$_n" "$_l" "$OUT" "$N" "$_n"
 }
 
@@ -136,18 +136,24 @@ hostfacts() {
 # that entry's uid field is UID (a name holds no ':' or newline; the fields after the uid, which
 # users may edit, are never read). Empty when UID has no name.
 name_of() {
-	_user= _e=
-	if command -v getent >/dev/null 2>&1; then
-		line1 _e "$(t 5 getent passwd "$1" 2>/dev/null)"
-	else
-		while IFS= read -r _e; do
-			case $_e in *:*:"$1":*) break ;; esac
-			_e=
-		done </etc/passwd 2>/dev/null
-	fi
-	_r=${_e#*:}
+	_user=
+	while IFS= read -r _e; do
+		passwd_name "$1" "$_e" && return 0
+	done </etc/passwd 2>/dev/null
+	# Not in /etc/passwd (LDAP, sssd): ask the name service.
+	command -v getent >/dev/null 2>&1 || return 0
+	line1 _e "$(t 5 getent passwd "$1" 2>/dev/null)"
+	passwd_name "$1" "$_e"
+}
+
+# passwd_name UID LINE: set _user to LINE's name field when LINE is a passwd entry of UID.
+passwd_name() {
+	case $2 in *:*:*) ;; *) return 1 ;; esac
+	_r=${2#*:}
 	_r=${_r#*:}
-	case $_e in *:*:*) [ "${_r%%:*}" = "$1" ] && _user=${_e%%:*} ;; esac
+	[ "${_r%%:*}" = "$1" ] || return 1
+	_user=${2%%:*}
+	[ -n "$_user" ]
 }
 
 MYUID=
@@ -229,11 +235,15 @@ if [ -n "$SHMFDS" ]; then sec fdstat 1048576 0 shmfdstat; else nosec fdstat 1048
 # The PIDs worth describing: compute apps, /dev/nvidia* holders, holders of deleted shm files;
 # the first 2000 distinct, in that order of preference.
 PIDS=$(
-	{
-		printf '%s\n' "$APPS" | awk -F , 'NR > 1 && $1 ~ /^ *[0-9]+ *$/ { print $1 + 0 }'
-		printf '%s\n' "$FDX" | awk -F '\t' '$1 ~ /^\/proc\/[0-9]+\/fd$/ && ($3 ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { split($1, q, "/"); print q[3] }'
-		printf '%s\n' "$MAPS" | awk '/^\/proc\/[0-9]+\/maps:/ && / \(deleted\)$/ { split($1, q, "/"); print q[3] }'
-	} | awk '/^[0-9]+$/ && !($0 in seen) && n < 2000 { seen[$0] = 1; n++; print }' | sort -n
+	printf '%s\n@@next\n%s\n@@next\n%s\n' "$APPS" "$FDX" "$MAPS" | awk '
+	# No line of the three can be "@@next": the driver writes the app rows, and fd and maps
+	# lines start with /proc/.
+	$0 == "@@next" { part++; line = 0; next }
+	{ line++; p = "" }
+	part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
+	part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { split(f[1], q, "/"); p = q[3] } }
+	part == 2 && /^\/proc\/[0-9]+\/maps:/ && / \(deleted\)$/ { split($1, q, "/"); p = q[3] }
+	p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print p }' | sort -n
 )
 
 # One record per PID, each field NUL-terminated: "pid N", then "gone" or "stat ...", "status
