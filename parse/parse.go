@@ -144,52 +144,11 @@ func (p *snapParser) run() {
 	p.smi()
 
 	fds := p.fds()
-	var maps []ShmMapping
-	if r, sec := p.body("maps", '\n'); sec != nil {
-		parseMaps := ParseMaps
-		if p.c.Version >= 2 {
-			parseMaps = ParseMapsV2
-		}
-		var err error
-		maps, err = parseMaps(r)
-		p.fail(sec, err)
-	}
-	var sizes []FDSize
-	if r, sec := p.body("fdstat", '\n'); sec != nil {
-		parseFDStat := ParseFDStat
-		if p.c.Version >= 2 {
-			parseFDStat = ParseFDStatV2
-		}
-		var contested []FDSize
-		var err error
-		sizes, contested, err = parseFDStat(r)
-		p.fail(sec, err)
-		if len(contested) > 0 {
-			p.tampered("fdstat", "sizes of fds listed twice", fdNames(contested, nil))
-		}
-	}
+	maps, sizes := p.mapsAndSizes()
 	p.procs()
 	p.users()
 	p.units()
-	if r, sec := p.body("shm-df", '\n'); sec != nil {
-		df, err := ParseDF(r)
-		p.fail(sec, err)
-		s.Shm.SizeBytes, s.Shm.UsedBytes, s.Shm.AvailBytes = df.SizeBytes, df.UsedBytes, df.AvailBytes
-	}
-	if r, sec := p.body("shm-ls", 0); sec != nil {
-		parseListing := ParseShmListing
-		if p.c.Version >= 2 {
-			parseListing = ParseShmListingV2
-		}
-		entries, contested, err := parseListing(r)
-		p.fail(sec, err)
-		if len(contested) > 0 {
-			p.tampered("shm-ls", "paths listed twice", contested)
-		}
-		s.Shm.Entries = entries
-		s.Shm.Truncated = sec.Truncated
-		s.Shm.Listed = len(entries) > 0 || ok(sec)
-	}
+	p.shm()
 	joinShm(s, fds, maps, sizes)
 }
 
@@ -255,21 +214,23 @@ func (p *snapParser) smi() {
 	}
 }
 
-// joinShm fills Process.Shm and ShmEntry.Holders from the open descriptors, their sizes and
-// the mappings.
-func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
+// shmUseKey is one process's use of one /dev/shm path.
+type shmUseKey struct {
+	pid     int
+	path    string
+	deleted bool
+}
+
+// shmUses gathers, per process and /dev/shm path, what the open descriptors, their sizes and
+// the mappings say. An fd whose file still has links is not deleted, whatever its name says.
+func shmUses(fds []OpenFD, maps []ShmMapping, sizes []FDSize) map[shmUseKey]*ShmUse {
 	type fdKey struct{ pid, fd int }
 	size := map[fdKey]FDSize{}
 	for _, z := range sizes {
 		size[fdKey{z.PID, z.FD}] = z
 	}
-	type useKey struct {
-		pid     int
-		path    string
-		deleted bool
-	}
-	uses := map[useKey]*ShmUse{}
-	use := func(k useKey) *ShmUse {
+	uses := map[shmUseKey]*ShmUse{}
+	use := func(k shmUseKey) *ShmUse {
 		u := uses[k]
 		if u == nil {
 			u = &ShmUse{Path: k.path, Deleted: k.deleted}
@@ -286,20 +247,26 @@ func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
 			// A file still linked whose name ends in " (deleted)": the name is all of it.
 			f.Target, f.Deleted = f.Target+deletedSuffix, false
 		}
-		u := use(useKey{f.PID, f.Target, f.Deleted})
+		u := use(shmUseKey{f.PID, f.Target, f.Deleted})
 		u.Open = true
 		if sized && u.Bytes == nil {
 			u.Bytes = ptr(z.Bytes)
 		}
 	}
 	for _, m := range maps {
-		u := use(useKey{m.PID, m.Path, m.Deleted})
+		u := use(shmUseKey{m.PID, m.Path, m.Deleted})
 		u.Mapped = true
 		if u.Bytes == nil {
 			u.Bytes = ptr(m.Bytes)
 		}
 	}
+	return uses
+}
 
+// joinShm fills Process.Shm and ShmEntry.Holders from the open descriptors, their sizes and
+// the mappings.
+func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
+	uses := shmUses(fds, maps, sizes)
 	byPID := map[int][]ShmUse{}
 	holders := map[string]map[int]bool{} // listed path -> PIDs holding it or a path below
 	listed := map[string]bool{}

@@ -162,3 +162,57 @@ func (p *snapParser) units() {
 		p.note(NoteUserUnits, "systemctl --user could not tell the states of units of users' systemd managers: %s", strings.Join(failed, "; "))
 	}
 }
+
+// mapsAndSizes reads the maps and fdstat sections.
+func (p *snapParser) mapsAndSizes() (maps []ShmMapping, sizes []FDSize) {
+	v2 := p.c.Version >= 2
+	if r, sec := p.body("maps", '\n'); sec != nil {
+		parseMaps := ParseMaps
+		if v2 {
+			parseMaps = ParseMapsV2
+		}
+		var err error
+		maps, err = parseMaps(r)
+		p.fail(sec, err)
+	}
+	if r, sec := p.body("fdstat", '\n'); sec != nil {
+		parseFDStat := ParseFDStat
+		if v2 {
+			parseFDStat = ParseFDStatV2
+		}
+		var contested []FDSize
+		var err error
+		sizes, contested, err = parseFDStat(r)
+		p.fail(sec, err)
+		if len(contested) > 0 {
+			p.tampered("fdstat", "sizes of fds listed twice", fdNames(contested, nil))
+		}
+	}
+	return maps, sizes
+}
+
+// shm reads the shm-df and shm-ls sections into Snapshot.Shm.
+func (p *snapParser) shm() {
+	s := p.s
+	if r, sec := p.body("shm-df", '\n'); sec != nil {
+		df, err := ParseDF(r)
+		p.fail(sec, err)
+		s.Shm.SizeBytes, s.Shm.UsedBytes, s.Shm.AvailBytes = df.SizeBytes, df.UsedBytes, df.AvailBytes
+	}
+	r, sec := p.body("shm-ls", 0)
+	if sec == nil {
+		return
+	}
+	parseListing := ParseShmListing
+	if p.c.Version >= 2 {
+		parseListing = ParseShmListingV2
+	}
+	entries, contested, err := parseListing(r)
+	p.fail(sec, err)
+	if len(contested) > 0 {
+		p.tampered("shm-ls", "paths listed twice", contested)
+	}
+	s.Shm.Entries = entries
+	s.Shm.Truncated = sec.Truncated
+	s.Shm.Listed = len(entries) > 0 || ok(sec)
+}
