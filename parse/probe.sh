@@ -375,8 +375,10 @@ fi
 
 # The units of users' managers (systemd --user), asked of each user's manager when the probe
 # runs as root: "UID RC BASE64" per uid, BASE64 the encoded output of systemctl --user show;
-# RC "-" when not asked (not root, no name for the uid, no systemctl).
+# RC "-" when not asked (not root, no name for the uid, no systemctl, or a manager already
+# failed to answer in time: at most one such wait per probe).
 userunits() {
+	_late=
 	for _id in $USERUIDS; do
 		set --
 		for _k in $UNITS; do
@@ -384,12 +386,13 @@ userunits() {
 		done
 		name_of "$_id"
 		case $_user in '' | -* | *[!A-Za-z0-9_.-]*) _user= ;; esac
-		if [ "$MYUID" != 0 ] || [ -z "$_user" ] || ! command -v systemctl >/dev/null 2>&1; then
-			printf '%s - \n' "$_id"
+		if [ "$MYUID" != 0 ] || [ -z "$_user" ] || [ -n "$_late" ] || ! command -v systemctl >/dev/null 2>&1; then
+			printf '%s -\n' "$_id"
 			continue
 		fi
 		_o=$(t 10 systemctl --user --machine="$_user@" show --no-pager -p $PROPS -- "$@" 2>&1)
 		_rc=$?
+		case $_rc in 124 | 137) _late=1 ;; esac
 		printf '%s %s ' "$_id" "$_rc"
 		printf '%s' "$_o" | base64 | tr -d '\n'
 		echo
