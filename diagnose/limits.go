@@ -47,6 +47,10 @@ func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
 			why = append(why, "GPU memory is in use with no visible owner, and the probe did not run as root: rerun gputriage with --sudo (or as root) to see every process")
 		}
 	}
+	if hasNote[parse.NoteCaptureTampered] {
+		warn = true
+		why = append(why, "the capture held twice what the probe prints once (see capture-tampered): that data was not used, so findings about it may be missing")
+	}
 	if s.Truncated {
 		warn = true
 		if !hasNote["capture-truncated"] {

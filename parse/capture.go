@@ -2,66 +2,109 @@ package parse
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-const captureMagic = "gputriage-capture v1 nonce="
+// The capture header: the format version and the run's nonce. Version 2 sends every value a
+// host's users control encoded or NUL-terminated; version 1 is read for replay.
+const (
+	captureMagicV1 = "gputriage-capture v1 nonce="
+	captureMagicV2 = "gputriage-capture v2 nonce="
+)
+
+// CaptureHeader is the first line of a capture of the current format for nonce.
+func CaptureHeader(nonce string) string {
+	return captureMagicV2 + nonce + "\n"
+}
+
+// sectionLimits is the client's own bound on each section's body, in bytes (the probe cuts
+// each at the same bound, plus 64 bytes for the rc trailer). A host's "limit=" is never read:
+// a larger one must not make the parser hold more.
+var sectionLimits = map[string]int{
+	"host":          64 << 10,
+	"smi-gpu":       1 << 20,
+	"smi-gpu-basic": 1 << 20,
+	"smi-apps":      1 << 20,
+	"fds":           4 << 20,
+	"maps":          4 << 20,
+	"fdstat":        1 << 20,
+	"procs":         4 << 20,
+	"users":         1 << 20,
+	"units":         1 << 20,
+	"user-units":    1 << 20,
+	"shm-df":        64 << 10,
+	"shm-ls":        8 << 20,
+}
+
+// defaultSectionLimit bounds a section this client does not know.
+const defaultSectionLimit = 64 << 10
+
+// maxSections bounds how many sections a capture may hold; the probe prints 13.
+const maxSections = 64
+
+// base64Sections are the version 2 sections whose bounded stream (body and rc trailer)
+// travels base64-encoded: their bodies may hold NUL, which the probe's shell cannot keep.
+var base64Sections = map[string]bool{"fds": true}
+
+// SectionLimit is the client's bound on the body of the named section.
+func SectionLimit(name string) int {
+	if n, ok := sectionLimits[name]; ok {
+		return n
+	}
+	return defaultSectionLimit
+}
 
 // SplitCapture splits a capture into its sections (the format is in docs/capture.md). Only
 // marker lines carrying the nonce declared on the first line count, so nothing a remote
-// process printed can open, close or end a section. A section without its rc trailer or end
-// marker is kept, marked Truncated. The returned Capture is never nil; the error, wrapping
-// ErrParse, is set only when the first line does not declare a nonce, and then the Capture is
-// empty.
+// process printed can open, close or end a section. Each body is bounded by SectionLimit. A
+// section without its rc trailer or end marker is kept, marked Truncated. A section name
+// that appears twice is listed in Contested. The returned Capture is never nil; the error,
+// wrapping ErrParse, is set only when the first line does not declare a nonce, and then the
+// Capture is empty.
 func SplitCapture(raw []byte) (*Capture, error) {
 	c := &Capture{}
 	first, rest, _ := bytes.Cut(raw, []byte("\n"))
 	first = bytes.TrimSuffix(first, []byte("\r"))
-	nonce, ok := strings.CutPrefix(string(first), captureMagic)
+	nonce, ok := strings.CutPrefix(string(first), captureMagicV2)
+	c.Version = 2
+	if !ok {
+		nonce, ok = strings.CutPrefix(string(first), captureMagicV1)
+		c.Version = 1
+	}
 	if !ok || !isNonce(nonce) {
-		return c, fmt.Errorf("%w: capture header: want %q, got %q", ErrParse, captureMagic+"NONCE", clip(first, 80))
+		c.Version = 0
+		return c, fmt.Errorf("%w: capture header: want %q, got %q", ErrParse, captureMagicV2+"NONCE", clip(first, 80))
 	}
 	c.Nonce = nonce
-	prefix := "@@gputriage " + nonce + " "
-	off := len(raw) - len(rest) // offset of the current line
-
-	var cur *Section
-	var bodyStart int
-	var crlf bool
-	// closeAt ends the open section with its body region raw[bodyStart:end]; ended says an
-	// end marker (rather than a new begin, done or the end of input) closed it.
-	closeAt := func(end int, ended bool) {
-		if cur == nil {
-			return
+	sp := splitter{c: c, raw: raw, prefix: "@@gputriage " + nonce + " ", seen: map[string]int{}}
+	sp.lines(len(raw) - len(rest))
+	for name, n := range sp.seen {
+		if n > 1 {
+			c.Contested = append(c.Contested, name)
 		}
-		region := raw[bodyStart:max(end, bodyStart)]
-		cur.Body, cur.ExitCode, cur.Truncated = splitTrailer(region, prefix)
-		if !ended {
-			cur.Truncated = true
-		}
-		if crlf {
-			cur.Body = bytes.TrimSuffix(cur.Body, []byte("\r"))
-		}
-		if cur.ExitCode != nil && cur.Limit > 0 {
-			// The trailer travels inside head -c LIMIT+64: a trailer that exactly fills the
-			// bound without its newline may have lost digits of its exit code.
-			trailer := len(prefix) + len("rc=") + len(strconv.Itoa(*cur.ExitCode)) + 2
-			if len(cur.Body)+trailer > cur.Limit+64 {
-				cur.ExitCode, cur.Truncated = nil, true
-			}
-		}
-		if cur.Limit > 0 && len(cur.Body) > cur.Limit+64 {
-			// The probe never sends more than its declared bound (head -c LIMIT+64): a longer
-			// body did not come from it. Keep the bound and say the section was cut, so one
-			// host cannot make the parser hold more than the probe promised.
-			cur.Body, cur.ExitCode, cur.Truncated = cur.Body[:cur.Limit+64], nil, true
-		}
-		c.Sections = append(c.Sections, *cur)
-		cur = nil
 	}
+	slices.Sort(c.Contested)
+	return c, nil
+}
 
+// splitter holds SplitCapture's state while it walks the lines.
+type splitter struct {
+	c         *Capture
+	raw       []byte
+	prefix    string
+	cur       *Section
+	bodyStart int
+	crlf      bool
+	seen      map[string]int // section name -> times begun
+}
+
+// lines walks the capture from off, one line at a time: linear in its length.
+func (sp *splitter) lines(off int) {
+	raw := sp.raw
 	for off < len(raw) {
 		lineEnd := bytes.IndexByte(raw[off:], '\n')
 		next := len(raw)
@@ -74,32 +117,86 @@ func SplitCapture(raw []byte) (*Capture, error) {
 		line := raw[off:lineEnd]
 		lineCRLF := bytes.HasSuffix(line, []byte("\r"))
 		line = bytes.TrimSuffix(line, []byte("\r"))
-		if m, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+		if m, ok := bytes.CutPrefix(line, []byte(sp.prefix)); ok {
 			verb, arg, _ := strings.Cut(string(m), " ")
 			switch verb {
 			case "begin":
-				closeAt(off-1, false)
-				name, lim, _ := strings.Cut(arg, " ")
-				s := &Section{Name: name}
-				if v, ok := strings.CutPrefix(lim, "limit="); ok {
-					if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-						s.Limit = n
-					}
+				sp.closeAt(off-1, false)
+				name, _, _ := strings.Cut(arg, " ") // the host's "limit=" is not read
+				sp.seen[name]++
+				if len(sp.c.Sections) >= maxSections {
+					sp.c.TooMany = true
+					return
 				}
-				cur, bodyStart, crlf = s, next, lineCRLF
+				sp.cur = &Section{Name: name, Limit: SectionLimit(name)}
+				sp.bodyStart, sp.crlf = next, lineCRLF
 			case "end":
-				if cur != nil && arg == cur.Name {
-					closeAt(off-1, true)
+				if sp.cur != nil && arg == sp.cur.Name {
+					sp.closeAt(off-1, true)
 				}
 			case "done":
-				closeAt(off-1, false)
-				c.Done = true
+				sp.closeAt(off-1, false)
+				sp.c.Done = true
 			}
 		}
 		off = next
 	}
-	closeAt(len(raw), false)
-	return c, nil
+	sp.closeAt(len(raw), false)
+}
+
+// closeAt ends the open section with its region raw[bodyStart:end]; ended says an end marker
+// (rather than a new begin, done or the end of input) closed it.
+func (sp *splitter) closeAt(end int, ended bool) {
+	cur := sp.cur
+	if cur == nil {
+		return
+	}
+	sp.cur = nil
+	region := sp.raw[sp.bodyStart:max(end, sp.bodyStart)]
+	cut := false
+	if sp.c.Version >= 2 && base64Sections[cur.Name] {
+		region, cut = decodeRegion(region, cur.Limit)
+	}
+	cur.Body, cur.ExitCode, cur.Truncated = splitTrailer(region, sp.prefix)
+	if !ended || cut {
+		cur.Truncated = true
+	}
+	if sp.crlf {
+		cur.Body = bytes.TrimSuffix(cur.Body, []byte("\r"))
+	}
+	if cur.ExitCode != nil {
+		// The trailer travels inside head -c LIMIT+64: a trailer that exactly fills the
+		// bound without its newline may have lost digits of its exit code.
+		trailer := len(sp.prefix) + len("rc=") + len(strconv.Itoa(*cur.ExitCode)) + 2
+		if len(cur.Body)+trailer > cur.Limit+64 {
+			cur.ExitCode, cur.Truncated = nil, true
+		}
+	}
+	if len(cur.Body) > cur.Limit+64 {
+		// The probe never sends more than the bound (head -c LIMIT+64): a longer body did
+		// not come from it. Keep the bound and say the section was cut, so one host cannot
+		// make the parser hold more than the probe would send.
+		cur.Body, cur.ExitCode, cur.Truncated = cur.Body[:cur.Limit+64], nil, true
+	}
+	sp.c.Sections = append(sp.c.Sections, *cur)
+}
+
+// decodeRegion decodes a base64 section region: at most what encodes limit+64 bytes is
+// decoded, and what does not decode is dropped; cut says either happened.
+func decodeRegion(region []byte, limit int) (out []byte, cut bool) {
+	text := bytes.TrimRight(region, "\r\n")
+	enc := (limit + 64 + 2) / 3 * 4
+	if maxText := enc + 2*(enc/76+1); len(text) > maxText { // base64's lines of 76, maybe CRLF
+		text, cut = text[:maxText], true
+	}
+	out = make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	n, err := base64.StdEncoding.Decode(out, text)
+	if err != nil {
+		// Decode stops at the first bad byte: keep what came before it.
+		cut = true
+		n = max(n, 0)
+	}
+	return out[:n], cut
 }
 
 // splitTrailer finds the last rc trailer in a section's region and returns the body before

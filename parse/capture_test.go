@@ -69,10 +69,11 @@ func TestSplitCapture(t *testing.T) {
 		},
 		{
 			name: "trailer cut inside its exit status",
-			// head -c 68 (limit 4 + 64) cannot have passed body (18) + "\n" + prefix (45) + "rc=1" + "\n" (69 bytes)
-			in: "gputriage-capture v1 nonce=" + testNonce + "\n@@gputriage " + testNonce + " begin a limit=4\n" + strings.Repeat("z", 18) + "\n@@gputriage " + testNonce + " rc=1\n@@gputriage " + testNonce + " end a\n" +
+			// head -c 65600 (the host limit 65536 + 64) cannot have passed this body + "\n" +
+			// prefix (45) + "rc=1" + "\n": the probe's bound is the client's, whatever limit= says.
+			in: "gputriage-capture v1 nonce=" + testNonce + "\n@@gputriage " + testNonce + " begin host limit=999999\n" + strings.Repeat("z", 65552) + "\n@@gputriage " + testNonce + " rc=1\n@@gputriage " + testNonce + " end host\n" +
 				"@@gputriage " + testNonce + " done\n",
-			sections: []want{{"a", strings.Repeat("z", 18), nil, true}},
+			sections: []want{{"host", strings.Repeat("z", 65552), nil, true}},
 			done:     true,
 		},
 		{
@@ -136,19 +137,35 @@ func TestSplitCapture(t *testing.T) {
 	}
 }
 
-// A section longer than its declared limit did not come from the probe (which cuts at
-// LIMIT+64): it is cut there and marked truncated, so a host cannot make the parser hold more.
-func TestSectionCutAtDeclaredLimit(t *testing.T) {
+// A section is bounded by the client's own limit for its name (SectionLimit), never by the
+// limit= its begin line declares: a host declaring a huge limit is cut at the client's, and a
+// small declared limit does not cut what the client allows.
+func TestSectionBoundByClientLimit(t *testing.T) {
 	const nonce = "0123456789abcdef0123456789abcdef"
-	body := strings.Repeat("x", 10000)
-	raw := "gputriage-capture v1 nonce=" + nonce + "\n@@gputriage " + nonce + " begin shm-df limit=100\n" + body +
-		"\n@@gputriage " + nonce + " rc=0\n@@gputriage " + nonce + " end shm-df\n@@gputriage " + nonce + " done\n"
-	c, err := SplitCapture([]byte(raw))
-	if err != nil {
-		t.Fatal(err)
+	big := strings.Repeat("x", 200000)
+	tests := []struct {
+		name, section, declared, body string
+		wantLen                       int
+		truncated                     bool
+	}{
+		{"huge declared limit", "shm-df", "limit=999999999", big, 65536 + 64, true},
+		{"no declared limit", "shm-df", "", big, 65536 + 64, true},
+		{"small declared limit", "shm-df", "limit=10", "Filesystem 1024-blocks\n", 23, false},
+		{"unknown section", "future", "limit=999999999", big, 65536 + 64, true},
+		{"procs", "procs", "limit=1", big, 200000, false},
 	}
-	s := c.Section("shm-df")
-	if s == nil || len(s.Body) != 164 || !s.Truncated || s.ExitCode != nil {
-		t.Fatalf("section = %+v", s)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw := "gputriage-capture v2 nonce=" + nonce + "\n@@gputriage " + nonce + " begin " + tt.section + " " + tt.declared + "\n" + tt.body +
+				"\n@@gputriage " + nonce + " rc=0\n@@gputriage " + nonce + " end " + tt.section + "\n@@gputriage " + nonce + " done\n"
+			c, err := SplitCapture([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.Section(tt.section)
+			if s == nil || len(s.Body) != tt.wantLen || s.Truncated != tt.truncated || s.Limit != SectionLimit(tt.section) {
+				t.Fatalf("section: %d bytes, truncated %v, limit %d; want %d bytes, truncated %v", len(s.Body), s.Truncated, s.Limit, tt.wantLen, tt.truncated)
+			}
+		})
 	}
 }

@@ -49,7 +49,7 @@ func ParseCgroup(text string) Cgroup {
 	case len(c.Lines) > 0:
 		c.Path = "/"
 	}
-	c.Unit = cgroupUnit(c.Path)
+	c.Unit, c.UserManagerUID = cgroupUnit(c.Path)
 	paths := []string{c.Path}
 	for _, l := range c.Lines {
 		paths = append(paths, l.Path)
@@ -68,15 +68,32 @@ func ParseCgroup(text string) Cgroup {
 	return c
 }
 
-// cgroupUnit returns the last .service or .scope component of a cgroup path.
-func cgroupUnit(path string) string {
+// cgroupUnit returns the last .service or .scope component of a cgroup path, and the uid of
+// the user manager that runs it when the path lies below
+// /user.slice/user-UID.slice/user@UID.service/ (systemd's fixed place for user UID's manager;
+// below it the user names the cgroups, so a "user@0.service" deeper down is just a name).
+// A process directly in user@UID.service (cgroup v1), or below it in no unit of its own, is in
+// the system unit user@UID.service: uid nil.
+func cgroupUnit(path string) (unit string, userManager *int) {
 	parts := strings.Split(path, "/")
-	for i := len(parts) - 1; i >= 0; i-- {
-		if strings.HasSuffix(parts[i], ".service") || strings.HasSuffix(parts[i], ".scope") {
-			return parts[i]
+	from := 0
+	if len(parts) > 4 && parts[0] == "" && parts[1] == "user.slice" {
+		id, ok1 := strings.CutPrefix(parts[2], "user-")
+		id, ok2 := strings.CutSuffix(id, ".slice")
+		uid, ok3 := atoiNonNeg(id)
+		if ok1 && ok2 && ok3 && parts[3] == "user@"+id+".service" && strconv.Itoa(uid) == id {
+			from, userManager = 4, &uid
 		}
 	}
-	return ""
+	for i := len(parts) - 1; i >= from; i-- {
+		if strings.HasSuffix(parts[i], ".service") || strings.HasSuffix(parts[i], ".scope") {
+			return parts[i], userManager
+		}
+	}
+	if userManager != nil {
+		return parts[3], nil
+	}
+	return "", nil
 }
 
 // scopeRuntimes are the systemd scopes container runtimes create: PREFIX<id>.scope.

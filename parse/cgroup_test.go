@@ -94,3 +94,36 @@ func checkCgroup(t *testing.T, got, want Cgroup, lines int) {
 func cgString(c Cgroup) string {
 	return strings.Join([]string{"path=" + c.Path, "unit=" + c.Unit, "ctr=" + c.ContainerID, "rt=" + c.Runtime, "pod=" + c.PodUID, "job=" + c.SlurmJob, "step=" + c.SlurmStep}, " ")
 }
+
+// A unit below user@UID.service belongs to user UID's manager, not to the system manager: the
+// same name can be a system unit too. Only systemd's fixed place counts; below it the user
+// names the cgroups.
+func TestCgroupUserManagerUnit(t *testing.T) {
+	tests := []struct {
+		path string
+		unit string
+		uid  *int
+	}{
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/foo.service", "foo.service", intp(1000)},
+		{"/user.slice/user-1000.slice/user@1000.service/init.scope", "init.scope", intp(1000)},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/app-foo@x.service/sub", "app-foo@x.service", intp(1000)},
+		// Directly in the system unit user@1000.service (cgroup v1), or below it in no unit.
+		{"/user.slice/user-1000.slice/user@1000.service", "user@1000.service", nil},
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice", "user@1000.service", nil},
+		// A login session's scope is the system manager's.
+		{"/user.slice/user-1000.slice/session-3.scope", "session-3.scope", nil},
+		{"/system.slice/foo.service", "foo.service", nil},
+		// Names a user chose below their own manager do not make another manager.
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/user@0.service/x.service", "x.service", intp(1000)},
+		// Not systemd's place: a uid that differs, a non-canonical number, another slice.
+		{"/user.slice/user-1000.slice/user@0.service/app.slice/foo.service", "foo.service", nil},
+		{"/user.slice/user-01000.slice/user@01000.service/app.slice/foo.service", "foo.service", nil},
+		{"/system.slice/docker-1.scope/user.slice/user-0.slice/user@0.service/a.service", "a.service", nil},
+	}
+	for _, tt := range tests {
+		c := ParseCgroup("0::" + tt.path + "\n")
+		if c.Unit != tt.unit || !eqPtr(c.UserManagerUID, tt.uid) {
+			t.Errorf("%s: unit %q uid %v, want %q %v", tt.path, c.Unit, showPtr(c.UserManagerUID), tt.unit, showPtr(tt.uid))
+		}
+	}
+}

@@ -70,6 +70,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(sampleCapture))
 	f.Add([]byte(strings.ReplaceAll(sampleCapture, "\n", "\r\n")))
 	f.Add([]byte(sampleCapture[:len(sampleCapture)/2]))
+	f.Add([]byte(captureV2(sec("host", 0, hostRoot, 0), sec64("fds", "/proc/5/fd\t3\t/dev/nvidia0\x00/proc/5/fd\t4\t/dev/shm/a (deleted)\x00denied 0", 0),
+		sec("fdstat", 0, "0 9 /proc/5/fd/4", 0), sec("procs", 0, procV2(5, "a\nb"), 0), sec("user-units", 0, "1000 0 "+b64("Id=a.service\n"), 0))))
 	f.Add([]byte("gputriage-capture v1 nonce=ab\n@@gputriage ab begin x limit=1\n@@gputriage ab rc=\n@@gputriage ab begin y\n@@gputriage ab done"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -217,7 +219,7 @@ func FuzzShmListing(f *testing.F) {
 	f.Add([]byte("d\t60\t1.5\t0\t/dev/shm\x00f\t10\t2\t0\t/dev/shm/a\x00find: x\nf\t5\t3.25\t1\t/dev/shm/b\tc\x00"))
 	f.Add([]byte("f\t1\t1\t0\t/dev/shm/x"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		entries, err := ParseShmListing(bytes.NewReader(b))
+		entries, _, err := ParseShmListing(bytes.NewReader(b))
 		checkErr(t, err)
 		for _, e := range entries {
 			if e.Bytes < 0 || e.TreeBytes < 0 || e.UID < 0 || !strings.HasPrefix(e.Path, "/") || e.Type == 'f' && e.TreeBytes != e.Bytes {
@@ -232,7 +234,7 @@ func FuzzProcs(f *testing.F) {
 	f.Add("pid 3\nstatus NSpid:\t3\t1\nstatus Uid:\t5\ncgroup 0::/a.service\npath exists /m\n", int64(0), 0)
 	f.Fuzz(func(t *testing.T, text string, btime int64, hz int) {
 		boot := time.Unix(btime%(1<<40), 0)
-		procs, err := ParseProcs(strings.NewReader(text), &boot, hz)
+		procs, _, err := ParseProcs(strings.NewReader(text), &boot, hz)
 		checkErr(t, err)
 		for _, p := range procs {
 			n := 0
@@ -251,7 +253,7 @@ func FuzzProcs(f *testing.F) {
 func FuzzUnits(f *testing.F) {
 	f.Add("Id=a.service\nLoadState=loaded\nMainPID=12\n\nId=b.scope\nMainPID=x\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		units, err := ParseUnits(strings.NewReader(text))
+		units, _, err := ParseUnits(strings.NewReader(text))
 		checkErr(t, err)
 		for _, u := range units {
 			if u.Name == "" || u.MainPID != nil && *u.MainPID < 0 {
@@ -264,7 +266,7 @@ func FuzzUnits(f *testing.F) {
 func FuzzFDs(f *testing.F) {
 	f.Add("1 2 /dev/nvidia0\n3 4 /dev/shm/a b (deleted)\ndenied 7\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		fds, denied, err := ParseFDs(strings.NewReader(text))
+		fds, denied, _, err := ParseFDs(strings.NewReader(text))
 		checkErr(t, err)
 		for _, fd := range fds {
 			if fd.PID < 0 || fd.FD < 0 || !strings.HasPrefix(fd.Target, "/") {
@@ -296,7 +298,7 @@ func FuzzMaps(f *testing.F) {
 func FuzzFDStat(f *testing.F) {
 	f.Add("4096 /proc/5/fd/3\nstat: cannot statx\n")
 	f.Fuzz(func(t *testing.T, text string) {
-		sizes, err := ParseFDStat(strings.NewReader(text))
+		sizes, _, err := ParseFDStat(strings.NewReader(text))
 		checkErr(t, err)
 		for _, s := range sizes {
 			if s.Bytes < 0 || s.PID < 0 || s.FD < 0 {

@@ -5,34 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
 
 // Note codes. They are stable: reports print them and users grep for them.
 const (
-	NoteNotRoot          = "not-root"          // uid != 0: other users' processes and fds are not visible
-	NoteFDsUnreadable    = "fds-unreadable"    // some /proc/PID/fd links could not be read
-	NoteSectionTruncated = "section-truncated" // a section was cut at its byte bound
-	NoteSectionTimeout   = "section-timeout"   // a section's command was stopped by its time bound
-	NoteSectionFailed    = "section-failed"    // a section's command failed
-	NoteToolMissing      = "tool-missing"      // a tool the probe uses is missing or lacks a feature
-	NoteCaptureTruncated = "capture-truncated" // the capture ended before the probe's final marker
+	NoteNotRoot          = "not-root"           // uid != 0: other users' processes and fds are not visible
+	NoteFDsUnreadable    = "fds-unreadable"     // some /proc/PID/fd links could not be read
+	NoteSectionTruncated = "section-truncated"  // a section was cut at its byte bound
+	NoteSectionTimeout   = "section-timeout"    // a section's command was stopped by its time bound
+	NoteSectionFailed    = "section-failed"     // a section's command failed
+	NoteToolMissing      = "tool-missing"       // a tool the probe uses is missing or lacks a feature
+	NoteCaptureTruncated = "capture-truncated"  // the capture ended before the probe's final marker
+	NoteCaptureTampered  = "capture-tampered"   // something the probe prints once came twice: not trusted
+	NoteUserUnits        = "user-units-unknown" // the state of units of users' managers was not asked
 )
 
 // sectionOK lists the exit statuses that are not failures, per section: grep exits 1 when
 // nothing matched and 2 when a process exited before its maps could be read; stat exits 1
 // when a descriptor closed after the scan; getent exits 2 when a uid has no name.
 var sectionOK = map[string][]int{
-	"host":   {0},
-	"fds":    {0},
-	"maps":   {0, 1, 2},
-	"fdstat": {0, 1},
-	"procs":  {0},
-	"users":  {0, 2},
-	"units":  {0},
-	"shm-df": {0},
-	"shm-ls": {0},
+	"host":       {0},
+	"fds":        {0},
+	"maps":       {0, 1, 2},
+	"fdstat":     {0, 1},
+	"procs":      {0},
+	"users":      {0, 2},
+	"units":      {0},
+	"user-units": {0},
+	"shm-df":     {0},
+	"shm-ls":     {0},
 }
 
 // Parse turns a whole capture (the probe's raw output) into a Snapshot. A malformed capture
@@ -65,7 +69,7 @@ func (p *snapParser) note(code, format string, args ...any) {
 // record) and whether the section's command succeeded; nil when the section is absent.
 func (p *snapParser) body(name string, sep byte) (io.Reader, *Section) {
 	sec := p.c.Section(name)
-	if sec == nil {
+	if sec == nil || slices.Contains(p.c.Contested, name) {
 		return nil, nil
 	}
 	b := sec.Body
@@ -73,7 +77,7 @@ func (p *snapParser) body(name string, sep byte) (io.Reader, *Section) {
 		b = cutLastRecord(b, sep)
 		if name == "procs" {
 			// A process block cut short would read as a process the probe knows little about.
-			b = cutAfterLastEnd(b)
+			b = cutAfterLastEnd(b, sep)
 		}
 	}
 	return bytes.NewReader(b), sec
@@ -116,11 +120,20 @@ func (p *snapParser) run() {
 	for _, sec := range c.Sections {
 		p.envelopeNotes(&sec)
 	}
+	for _, name := range c.Contested {
+		p.note(NoteCaptureTampered, "section %s appears more than once in the capture (the probe prints it once): none of its copies is used", name)
+	}
+	if c.TooMany {
+		p.note(NoteCaptureTampered, "the capture holds more than %d sections (the probe prints %d): the rest was not read", maxSections, len(sectionLimits))
+	}
 
 	if r, sec := p.body("host", '\n'); sec != nil {
-		h, err := ParseHost(r)
+		h, contested, err := parseHost(r)
 		s.Host = h
 		p.fail(sec, err)
+		if len(contested) > 0 {
+			p.tampered("host", "keys given twice, left unknown", contested)
+		}
 		if h.UID != nil && *h.UID != 0 {
 			p.note(NoteNotRoot, "not root (uid %d): other users' processes and fds are not visible", *h.UID)
 		}
@@ -130,69 +143,12 @@ func (p *snapParser) run() {
 	}
 	p.smi()
 
-	var fds []OpenFD
-	if r, sec := p.body("fds", '\n'); sec != nil {
-		var denied *int
-		var err error
-		fds, denied, err = ParseFDs(r)
-		p.fail(sec, err)
-		if denied != nil && *denied > 0 {
-			p.note(NoteFDsUnreadable, "%d fd links under /proc could not be read (permission denied): processes using GPUs or /dev/shm may be missing", *denied)
-		}
-		for _, f := range fds {
-			if strings.HasPrefix(f.Target, "/dev/nvidia") {
-				s.Holders = append(s.Holders, DeviceHolder{PID: f.PID, FD: f.FD, Device: f.Target})
-			}
-		}
-		sort.SliceStable(s.Holders, func(i, j int) bool {
-			a, b := s.Holders[i], s.Holders[j]
-			return a.PID < b.PID || a.PID == b.PID && a.FD < b.FD
-		})
-	}
-	var maps []ShmMapping
-	if r, sec := p.body("maps", '\n'); sec != nil {
-		var err error
-		maps, err = ParseMaps(r)
-		p.fail(sec, err)
-	}
-	var sizes []FDSize
-	if r, sec := p.body("fdstat", '\n'); sec != nil {
-		var err error
-		sizes, err = ParseFDStat(r)
-		p.fail(sec, err)
-	}
-	if r, sec := p.body("procs", '\n'); sec != nil {
-		procs, err := ParseProcs(r, s.Host.BootTime, s.Host.ClockTicks)
-		p.fail(sec, err)
-		sort.SliceStable(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
-		s.Processes = procs
-	}
-	if r, sec := p.body("users", '\n'); sec != nil {
-		names, err := ParsePasswd(r)
-		p.fail(sec, err)
-		for i := range s.Processes {
-			if u := s.Processes[i].UID; u != nil {
-				s.Processes[i].User = names[*u]
-			}
-		}
-	}
-	if r, sec := p.body("units", '\n'); sec != nil {
-		units, err := ParseUnits(r)
-		p.fail(sec, err)
-		s.Units = units
-	}
-	if r, sec := p.body("shm-df", '\n'); sec != nil {
-		df, err := ParseDF(r)
-		p.fail(sec, err)
-		s.Shm.SizeBytes, s.Shm.UsedBytes, s.Shm.AvailBytes = df.SizeBytes, df.UsedBytes, df.AvailBytes
-	}
-	if r, sec := p.body("shm-ls", 0); sec != nil {
-		entries, err := ParseShmListing(r)
-		p.fail(sec, err)
-		s.Shm.Entries = entries
-		s.Shm.Truncated = sec.Truncated
-		s.Shm.Listed = len(entries) > 0 || ok(sec)
-	}
+	fds := p.fds()
+	maps, sizes := p.mapsAndSizes()
+	p.procs()
+	p.users()
+	p.units()
+	p.shm()
 	joinShm(s, fds, maps, sizes)
 }
 
@@ -212,6 +168,8 @@ func (p *snapParser) envelopeNotes(sec *Section) {
 	switch {
 	case rc == 124 || rc == 137:
 		p.note(NoteSectionTimeout, "section %s was stopped by its time limit (exit status %d): its output is partial", sec.Name, rc)
+	case (sec.Name == "fds" || sec.Name == "shm-ls") && rc == 127 && p.c.Version >= 2:
+		p.note(NoteToolMissing, "find does not support -printf (not GNU find): section %s is empty", sec.Name)
 	case sec.Name == "units" && rc == 127:
 		p.note(NoteToolMissing, "systemctl not found: the systemd units of processes are not known")
 	case sec.Name == "shm-ls" && bytes.Contains(sec.Body, []byte("printf")) && !bytes.Contains(sec.Body, []byte{0}):
@@ -256,21 +214,23 @@ func (p *snapParser) smi() {
 	}
 }
 
-// joinShm fills Process.Shm and ShmEntry.Holders from the open descriptors, their sizes and
-// the mappings.
-func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
+// shmUseKey is one process's use of one /dev/shm path.
+type shmUseKey struct {
+	pid     int
+	path    string
+	deleted bool
+}
+
+// shmUses gathers, per process and /dev/shm path, what the open descriptors, their sizes and
+// the mappings say. An fd whose file still has links is not deleted, whatever its name says.
+func shmUses(fds []OpenFD, maps []ShmMapping, sizes []FDSize) map[shmUseKey]*ShmUse {
 	type fdKey struct{ pid, fd int }
-	size := map[fdKey]int64{}
+	size := map[fdKey]FDSize{}
 	for _, z := range sizes {
-		size[fdKey{z.PID, z.FD}] = z.Bytes
+		size[fdKey{z.PID, z.FD}] = z
 	}
-	type useKey struct {
-		pid     int
-		path    string
-		deleted bool
-	}
-	uses := map[useKey]*ShmUse{}
-	use := func(k useKey) *ShmUse {
+	uses := map[shmUseKey]*ShmUse{}
+	use := func(k shmUseKey) *ShmUse {
 		u := uses[k]
 		if u == nil {
 			u = &ShmUse{Path: k.path, Deleted: k.deleted}
@@ -282,20 +242,31 @@ func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
 		if !strings.HasPrefix(f.Target, "/dev/shm/") {
 			continue
 		}
-		u := use(useKey{f.PID, f.Target, f.Deleted})
+		z, sized := size[fdKey{f.PID, f.FD}]
+		if sized && z.Links != nil && f.Deleted && *z.Links > 0 {
+			// A file still linked whose name ends in " (deleted)": the name is all of it.
+			f.Target, f.Deleted = f.Target+deletedSuffix, false
+		}
+		u := use(shmUseKey{f.PID, f.Target, f.Deleted})
 		u.Open = true
-		if n, ok := size[fdKey{f.PID, f.FD}]; ok && u.Bytes == nil {
-			u.Bytes = ptr(n)
+		if sized && u.Bytes == nil {
+			u.Bytes = ptr(z.Bytes)
 		}
 	}
 	for _, m := range maps {
-		u := use(useKey{m.PID, m.Path, m.Deleted})
+		u := use(shmUseKey{m.PID, m.Path, m.Deleted})
 		u.Mapped = true
 		if u.Bytes == nil {
 			u.Bytes = ptr(m.Bytes)
 		}
 	}
+	return uses
+}
 
+// joinShm fills Process.Shm and ShmEntry.Holders from the open descriptors, their sizes and
+// the mappings.
+func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
+	uses := shmUses(fds, maps, sizes)
 	byPID := map[int][]ShmUse{}
 	holders := map[string]map[int]bool{} // listed path -> PIDs holding it or a path below
 	listed := map[string]bool{}
@@ -307,7 +278,7 @@ func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
 		if k.deleted {
 			continue // a file of that name in the listing is another file
 		}
-		for p := k.path; len(p) > 0; {
+		for p, up := shmListable(k.path), 0; len(p) > 0 && up <= maxShmDepth+2; up++ {
 			if listed[p] {
 				if holders[p] == nil {
 					holders[p] = map[int]bool{}
@@ -340,13 +311,28 @@ func joinShm(s *Snapshot, fds []OpenFD, maps []ShmMapping, sizes []FDSize) {
 	}
 }
 
-// cutAfterLastEnd keeps the procs blocks up to the last "end" line.
-func cutAfterLastEnd(b []byte) []byte {
-	if i := bytes.LastIndex(b, []byte("\nend\n")); i >= 0 {
-		return b[:i+len("\nend\n")]
+// shmListable cuts a path to the part the probe's listing can hold (maxShmDepth below
+// /dev/shm), so that walking its parents costs a bounded number of lookups.
+func shmListable(path string) string {
+	slashes := 0
+	for i := 0; i < len(path); i++ {
+		if path[i] == '/' {
+			if slashes++; slashes > maxShmDepth+2 {
+				return path[:i]
+			}
+		}
 	}
-	if bytes.HasPrefix(b, []byte("end\n")) {
-		return b[:len("end\n")]
+	return path
+}
+
+// cutAfterLastEnd keeps the procs blocks up to the last "end" field; sep ends each field.
+func cutAfterLastEnd(b []byte, sep byte) []byte {
+	end := []byte{sep, 'e', 'n', 'd', sep}
+	if i := bytes.LastIndex(b, end); i >= 0 {
+		return b[:i+len(end)]
+	}
+	if bytes.HasPrefix(b, end[1:]) {
+		return b[:len(end)-1]
 	}
 	return nil
 }

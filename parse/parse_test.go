@@ -120,7 +120,7 @@ func TestParse(t *testing.T) {
 				if !s.Shm.Truncated || !s.Shm.Listed || len(s.Shm.Entries) != 1 {
 					t.Errorf("shm %+v", s.Shm)
 				}
-				if len(s.Sections) != 4 || !s.Sections[2].Truncated || s.Sections[2].Limit != 100 {
+				if len(s.Sections) != 4 || !s.Sections[2].Truncated || s.Sections[2].Limit != SectionLimit("procs") {
 					t.Errorf("sections %+v", s.Sections)
 				}
 			},

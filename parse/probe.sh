@@ -1,11 +1,14 @@
-# gputriage probe, capture format v1. Run as `sh -s` with this script on stdin, after a first
+# gputriage probe, capture format v2. Run as `sh -s` with this script on stdin, after a first
 # line `set -- NONCE [SMI_SECONDS]` (see parse.ProbeInput): the nonce never appears on a command
-# line, where other processes could read it. SMI_SECONDS bounds each nvidia-smi call (default
-# 30), so that a wedged driver still leaves time to report everything else before the caller's
-# deadline.
+# line or in an environment, where other processes could read it. SMI_SECONDS bounds each
+# nvidia-smi call (default 30), so that a wedged driver still leaves time to report everything
+# else before the caller's deadline.
 # Read-only: it runs nvidia-smi queries and reads /proc, /dev/shm and systemd state; it writes
 # no file, signals no process and changes nothing. Every step is bounded in time (timeout,
 # where present) and output size (head -c). The format is documented in docs/capture.md.
+# Every value a host's users control (paths, names, comm, argv, cgroup and unit names) is sent
+# NUL-terminated, base64-encoded or as the kernel escapes it, never as a bare line: no such
+# value can start a record, a field or a section.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -18,12 +21,23 @@ case $N in
 	exit 2
 	;;
 esac
+# The nonce is only ever given to printf: it must be the shell's own, not a program whose command
+# line other users could read.
+case $(command -v printf) in
+printf) ;;
+*)
+	echo "gputriage probe: printf is not a builtin of this sh: refusing to put the nonce on a command line" >&2
+	exit 2
+	;;
+esac
 SMI_T=${2:-30}
 case $SMI_T in '' | *[!0-9]*) SMI_T=30 ;; esac
 HAVE_TIMEOUT=
 command -v timeout >/dev/null 2>&1 && HAVE_TIMEOUT=1
+NL='
+'
 
-printf 'gputriage-capture v1 nonce=%s\n' "$N"
+printf 'gputriage-capture v2 nonce=%s\n' "$N"
 
 # t SECONDS CMD [ARG...]: run an external CMD under timeout where the host has it.
 t() {
@@ -35,7 +49,7 @@ t() {
 # sec NAME LIMIT SECONDS CMD [ARG...]: print CMD's stdout+stderr as section NAME, at most
 # LIMIT bytes. SECONDS 0 runs CMD (a shell function that bounds its own steps) directly. The rc
 # trailer travels inside the bounded stream, so a missing trailer tells the reader the section
-# was cut at LIMIT.
+# was cut at LIMIT. The reader bounds each section by its own table, whatever LIMIT says.
 sec() {
 	_n=$1 _l=$2 _s=$3
 	shift 3
@@ -61,6 +75,20 @@ capsec() {
 	printf '@@gputriage %s begin %s limit=%s\n%s\n@@gputriage %s end %s\n' "$N" "$_n" "$_l" "$OUT" "$N" "$_n"
 }
 
+# capsec64 NAME LIMIT SECONDS CMD [ARG...]: like capsec for a CMD whose output may hold NUL
+# and any byte: the bounded stream (output and rc trailer) is sent base64-encoded (in lines of
+# 76 characters: no line can be a marker), and kept so in $OUT.
+capsec64() {
+	_n=$1 _l=$2 _s=$3
+	shift 3
+	if [ -n "$HAVE_TIMEOUT" ] && [ "$_s" != 0 ]; then set -- timeout -k 2 "$_s" "$@"; fi
+	OUT=$({
+		"$@" 2>&1
+		printf '\n@@gputriage %s rc=%s\n' "$N" "$?"
+	} | head -c "$((_l + 64))" | base64)
+	printf '@@gputriage %s begin %s limit=%s\n%s\n@@gputriage %s end %s\n' "$N" "$_n" "$_l" "$OUT" "$N" "$_n"
+}
+
 # nosec NAME LIMIT RC [TEXT]: a section whose content is known without running anything.
 nosec() {
 	if [ -n "${4:-}" ]; then
@@ -70,40 +98,70 @@ nosec() {
 	fi
 }
 
-# Host facts come from /proc and /etc/passwd through builtins where they can: every external
-# command costs the host a fork and an exec, many times over in a fleet-wide sweep.
-hostfacts() {
-	echo "probe_version=1"
-	_v=
-	read -r _v </proc/sys/kernel/hostname 2>/dev/null || _v=$(uname -n 2>/dev/null)
-	echo "hostname=$_v"
-	_v=
-	read -r _v </proc/sys/kernel/osrelease 2>/dev/null || _v=$(uname -r 2>/dev/null)
-	echo "kernel=$_v"
-	echo "time=$(date +%s 2>/dev/null)"
-	if read -r _up _idle </proc/uptime 2>/dev/null; then echo "uptime=$_up"; fi
-	while read -r _k _v _rest; do
-		if [ "$_k" = btime ]; then echo "btime=$_v"; fi
-	done </proc/stat 2>/dev/null
-	echo "clk_tck=$(getconf CLK_TCK 2>/dev/null)"
-	_uid=
-	while read -r _k _v _rest; do
-		if [ "$_k" = Uid: ]; then _uid=$_v && break; fi
-	done </proc/self/status 2>/dev/null
-	[ -n "$_uid" ] || _uid=$(id -u 2>/dev/null)
-	echo "uid=$_uid"
-	_user=
-	if [ -n "$_uid" ]; then
-		while IFS=: read -r _n _p _u _rest; do
-			if [ "$_u" = "$_uid" ]; then _user=$_n && break; fi
-		done </etc/passwd 2>/dev/null
-	fi
-	# Not in /etc/passwd (LDAP, sssd): ask the name service.
-	[ -n "$_user" ] || _user=$(id -un 2>/dev/null)
-	echo "user=$_user"
-	echo "nvidia_smi=$SMI"
-	echo "timeout=${HAVE_TIMEOUT:-0}"
+# line1 VAR VALUE: set VAR to the first line of VALUE, so that no value can add a key.
+line1() {
+	eval "$1=\${2%%\"\$NL\"*}"
 }
+
+# Host facts come from /proc and /etc/passwd through builtins where they can: every external
+# command costs the host a fork and an exec, many times over in a fleet-wide sweep. Each value
+# is one line: what follows a newline in it is dropped. Values are printed with printf '%s',
+# never echo, which in some shells (dash) turns a backslash and n into a newline.
+hostfacts() {
+	printf 'probe_version=2\n'
+	_v=
+	read -r _v </proc/sys/kernel/hostname 2>/dev/null || line1 _v "$(uname -n 2>/dev/null)"
+	printf 'hostname=%s\n' "$_v"
+	_v=
+	read -r _v </proc/sys/kernel/osrelease 2>/dev/null || line1 _v "$(uname -r 2>/dev/null)"
+	printf 'kernel=%s\n' "$_v"
+	printf 'time=%s\n' "$(date +%s 2>/dev/null)"
+	if read -r _up _idle </proc/uptime 2>/dev/null; then printf 'uptime=%s\n' "$_up"; fi
+	while read -r _k _v _rest; do
+		if [ "$_k" = btime ]; then printf 'btime=%s\n' "$_v"; fi
+	done </proc/stat 2>/dev/null
+	printf 'clk_tck=%s\n' "$(getconf CLK_TCK 2>/dev/null)"
+	printf 'uid=%s\n' "$MYUID"
+	_user=
+	[ -z "$MYUID" ] || name_of "$MYUID"
+	# Not in the name service by uid: ask for the name of this process's user.
+	[ -n "$_user" ] || line1 _user "$(id -un 2>/dev/null)"
+	printf 'user=%s\n' "$_user"
+	line1 _v "$SMI"
+	printf 'nvidia_smi=%s\n' "$_v"
+	printf 'timeout=%s\n' "${HAVE_TIMEOUT:-0}"
+}
+
+# name_of UID: set _user to UID's name: the first field of the first passwd entry of UID, when
+# that entry's uid field is UID (a name holds no ':' or newline; the fields after the uid, which
+# users may edit, are never read). Empty when UID has no name.
+name_of() {
+	_user=
+	while IFS= read -r _e; do
+		passwd_name "$1" "$_e" && return 0
+	done </etc/passwd 2>/dev/null
+	# Not in /etc/passwd (LDAP, sssd): ask the name service.
+	command -v getent >/dev/null 2>&1 || return 0
+	line1 _e "$(t 5 getent passwd "$1" 2>/dev/null)"
+	passwd_name "$1" "$_e"
+}
+
+# passwd_name UID LINE: set _user to LINE's name field when LINE is a passwd entry of UID.
+passwd_name() {
+	case $2 in *:*:*) ;; *) return 1 ;; esac
+	_r=${2#*:}
+	_r=${_r#*:}
+	[ "${_r%%:*}" = "$1" ] || return 1
+	_user=${2%%:*}
+	[ -n "$_user" ]
+}
+
+MYUID=
+while read -r _k _v _rest; do
+	if [ "$_k" = Uid: ]; then MYUID=$_v && break; fi
+done </proc/self/status 2>/dev/null
+[ -n "$MYUID" ] || line1 MYUID "$(id -u 2>/dev/null)"
+case $MYUID in *[!0-9]*) MYUID= ;; esac
 
 SMI=$(command -v nvidia-smi 2>/dev/null)
 if [ -z "$SMI" ]; then
@@ -129,7 +187,8 @@ if [ -n "$SMI" ]; then
 	case $OUT in
 	*"@@gputriage $N rc=124" | *"@@gputriage $N rc=137") ;;
 	*)
-		capsec smi-apps 1048576 "$SMI_T" "$SMI" --query-compute-apps=pid,gpu_uuid,used_memory,process_name --format=csv,nounits
+		# No process_name: it is the process's own text (a newline in it would start a row).
+		capsec smi-apps 1048576 "$SMI_T" "$SMI" --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,nounits
 		APPS=$OUT
 		;;
 	esac
@@ -138,84 +197,79 @@ else
 		"$N" "nvidia-smi: not found on PATH or in /usr/bin, /usr/local/bin, /usr/local/nvidia/bin, /opt/nvidia/bin, /usr/lib/wsl/lib" "$N" "$N"
 fi
 
-# Every process holding /dev/nvidia* or /dev/shm/* open, from one ls over /proc/*/fd:
-# "PID FD TARGET". Directories we may not read are counted, not listed. The time bound is on
-# ls (awk ends with its input), so no extra shell is started for the pipeline.
-fdscan() {
-	t 20 ls -l /proc/[0-9]*/fd/ 2>&1 | awk '
-	/^\/proc\/[0-9]+\/fd\/?:$/ { split($0, p, "/"); pid = p[3]; next }
-	/Permission denied/ { denied++; next }
-	{
-		i = index($0, " -> ")
-		if (i == 0) next
-		t = substr($0, i + 4)
-		if (t !~ /^\/dev\/nvidia/ && t !~ /^\/dev\/shm\//) next
-		n = split(substr($0, 1, i - 1), a, " ")
-		print pid, a[n], t
-	}
-	END { print "denied", denied + 0 }'
-}
-capsec fds 4194304 0 fdscan
-FDS=$OUT
+# GNU find's -printf lists the fds and /dev/shm with NUL-terminated records.
+HAVE_PRINTF=
+find /dev/null -maxdepth 0 -printf '' >/dev/null 2>&1 && HAVE_PRINTF=1
 
-# Every /dev/shm mapping of every process we may read: "/proc/PID/maps:START-END PERMS OFF DEV INODE PATH".
+# Every fd open on /dev/nvidia* or /dev/shm/*: "/proc/PID/fd<TAB>FD<TAB>TARGET<NUL>", then
+# "denied N": fd directories that could not be read. find's complaints are only counted: they
+# would land inside records. The time bound is on find (awk ends with its input).
+fdscan() {
+	{ t 20 find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname '/dev/nvidia*' -o -lname '/dev/shm/*' \) \
+		-printf '%h\t%f\t%l\0' 2>&1 >&3 3>&- | awk '/Permission denied/ { d++ } END { printf "denied %d\n", d }' 3>&-; } 3>&1
+}
+FDS=
+FDX=
+if [ -n "$HAVE_PRINTF" ]; then
+	capsec64 fds 4194304 0 fdscan
+	# One fd per line for the steps below: the NULs become newlines, a newline in a target \001.
+	FDX=$(printf '%s' "$OUT" | base64 -d 2>/dev/null | tr '\000\n' '\n\001')
+else
+	nosec fds 4194304 127 "find: no -printf (not GNU find)"
+fi
+
+# Every /dev/shm mapping of every process we may read: "/proc/PID/maps:START-END PERMS OFF DEV
+# INODE PATH". The kernel writes a newline in PATH as \012.
 capsec maps 4194304 20 grep -s -H -F ' /dev/shm/' /proc/[0-9]*/maps
 MAPS=$OUT
 
-# Sizes of the /dev/shm files held open (deleted ones included), through /proc/PID/fd/FD.
+# Links, sizes and names of the /dev/shm files held open (deleted ones included), through
+# /proc/PID/fd/FD: "NLINK BYTES /proc/PID/fd/FD".
+SHMFDS=$(printf '%s\n' "$FDX" | awk -F '\t' '$1 ~ /^\/proc\/[0-9]+\/fd$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^\/dev\/shm\// { print $1 "/" $2 }')
 shmfdstat() {
-	set --
-	_old=$IFS
-	IFS='
-'
-	for _l in $FDS; do
-		IFS=$_old
-		case $_l in
-		*' /dev/shm/'*)
-			_r=${_l#* }
-			set -- "$@" "/proc/${_l%% *}/fd/${_r%% *}"
-			;;
-		esac
-	done
-	IFS=$_old
-	[ $# -gt 0 ] || return 0
-	t 10 stat -L -c '%s %n' -- "$@"
+	# shellcheck disable=SC2086 # /proc/PID/fd/FD paths: digits and slashes
+	t 10 stat -L -c '%h %s %n' -- $SHMFDS
 }
-case $FDS in
-*' /dev/shm/'*) sec fdstat 1048576 0 shmfdstat ;;
-*) nosec fdstat 1048576 0 ;;
-esac
+if [ -n "$SHMFDS" ]; then sec fdstat 1048576 0 shmfdstat; else nosec fdstat 1048576 0; fi
 
-# The PIDs worth describing: compute apps, /dev/nvidia* holders, holders of deleted shm files.
-# One awk reads all three (separated by lines no section can hold) and keeps 2000 distinct PIDs.
+# The PIDs worth describing: compute apps, /dev/nvidia* holders, holders of deleted shm files;
+# the first 2000 distinct, in that order of preference.
 PIDS=$(
-	printf '%s\n@@gputriage %s next\n%s\n@@gputriage %s next\n%s\n' "$APPS" "$N" "$FDS" "$N" "$MAPS" | awk -v sep="@@gputriage $N next" '
-	$0 == sep { part++; line = 0; next }
+	printf '%s\n@@next\n%s\n@@next\n%s\n' "$APPS" "$FDX" "$MAPS" | awk '
+	# No line of the three can be "@@next": the driver writes the app rows, and fd and maps
+	# lines start with /proc/.
+	$0 == "@@next" { part++; line = 0; next }
 	{ line++; p = "" }
 	part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
-	part == 1 && $1 ~ /^[0-9]+$/ && ($3 ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { p = $1 }
-	part == 2 && / \(deleted\)$/ { split($1, q, "/"); p = q[3] }
+	part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { split(f[1], q, "/"); p = q[3] } }
+	part == 2 && /^\/proc\/[0-9]+\/maps:/ && / \(deleted\)$/ { split($1, q, "/"); p = q[3] }
 	p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print p }' | sort -n
 )
 
-# One block per PID; all reads but argv and cwd are shell builtins. Paths given to --model,
-# --model-path and friends are checked for existence, since a deleted model directory marks a
-# leftover. They are looked up under /proc/PID/root, the process's own root (a container's
-# paths are not the host's), and left out when that root cannot be read.
+# One record per PID, each field NUL-terminated: "pid N", then "gone" or "stat ...", "status
+# KEY:\tVALUE", "cgroup LINE", "argv BASE64", "cwd PATH\n", "path exists|missing PATH", "end".
+# A field holds any byte but NUL, so nothing a process controls (comm in stat, cwd, argv) can
+# start a field or a record. Reads are shell builtins but for argv, cwd and the paths.
+# Paths given to --model, --model-path and friends are checked for existence, since a deleted
+# model directory marks a leftover. They are looked up under /proc/PID/root, the process's own
+# root (a container's paths are not the host's), and left out when that root cannot be read.
 PROCS_SCRIPT='
 for p in "$@"; do
 	d=/proc/$p
-	echo "pid $p"
-	if [ ! -d "$d" ]; then echo gone; echo end; continue; fi
-	if IFS= read -r l <"$d/stat"; then echo "stat $l"; fi
+	printf "pid %s\000" "$p"
+	if [ ! -d "$d" ]; then printf "gone\000end\000"; continue; fi
+	printf "stat "
+	while IFS= read -r l; do printf "%s\n" "$l"; done <"$d/stat"
+	printf "\000"
 	while IFS= read -r l; do
-		case $l in Name:* | State:* | PPid:* | Uid:* | NSpid:* | VmRSS:* | RssShmem:*) echo "status $l" ;; esac
+		case $l in Name:* | State:* | PPid:* | Uid:* | NSpid:* | VmRSS:* | RssShmem:*) printf "status %s\000" "$l" ;; esac
 	done <"$d/status"
-	while IFS= read -r l; do echo "cgroup $l"; done <"$d/cgroup"
+	while IFS= read -r l; do printf "cgroup %s\000" "$l"; done <"$d/cgroup"
 	printf "argv "
-	head -c 65537 "$d/cmdline" | base64 | tr -d "\n"
-	echo
-	echo "cwd $(readlink "$d/cwd" 2>/dev/null)"
+	head -c 65537 "$d/cmdline" | base64
+	printf "\000cwd "
+	readlink "$d/cwd"
+	printf "\000"
 	want=
 	tr "\000" "\n" <"$d/cmdline" | head -n 4096 | while IFS= read -r a; do
 		if [ -n "$want" ]; then v=$a; want=; else
@@ -225,69 +279,138 @@ for p in "$@"; do
 			*) continue ;;
 			esac
 		fi
-		case $v in /*) if [ -e "$d/root$v" ]; then echo "path exists $v"; elif [ -d "$d/root/" ]; then echo "path missing $v"; fi ;; esac
+		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then printf "path missing %s\000" "$v"; fi ;; esac
 	done
-	echo end
+	printf "end\000"
 done
 '
-if [ -n "$PIDS" ]; then
+# The shell's complaints (a process that exited) are dropped: they would land inside fields.
+procscan() {
 	# shellcheck disable=SC2086 # PIDS are digits
-	sec procs 4194304 20 sh -c "$PROCS_SCRIPT" sh $PIDS
-else
-	nosec procs 4194304 0
-fi
+	t 20 sh -c "$PROCS_SCRIPT" sh $PIDS 2>/dev/null
+}
+if [ -n "$PIDS" ]; then sec procs 4194304 0 procscan; else nosec procs 4194304 0; fi
 
-# User names for the uids seen, one getent (falls back to /etc/passwd lines).
+# User names for the uids seen: "NAME:x:UID" per uid, the name from name_of.
 UIDS=
+_nu=0
 for _p in $PIDS; do
 	while read -r _k _u _rest; do
 		if [ "$_k" = "Uid:" ]; then
-			case "$UIDS " in *" $_u "*) ;; *) UIDS="$UIDS $_u" ;; esac
+			case "$UIDS " in *" $_u "*) ;; *) if [ "$_nu" -lt 200 ]; then UIDS="$UIDS $_u" _nu=$((_nu + 1)); fi ;; esac
+			break
 		fi
 	done <"/proc/$_p/status" 2>/dev/null
 done
 users() {
-	[ -n "${UIDS# }" ] || return 0
-	# shellcheck disable=SC2086 # uids are digits
-	if command -v getent >/dev/null 2>&1; then t 10 getent passwd $UIDS; else cat /etc/passwd; fi
+	for _u in $UIDS; do
+		name_of "$_u"
+		[ -z "$_user" ] || printf '%s:x:%s\n' "$_user" "$_u"
+	done
 }
 if [ -n "${UIDS# }" ]; then sec users 1048576 0 users; else nosec users 1048576 0; fi
 
-# systemd units named in those PIDs' cgroups.
+# unitof CGROUP-PATH: set _u to the systemd unit a cgroup path names (its last .service or
+# .scope component) and _m to the uid of the user manager that runs it when the path lies below
+# /user.slice/user-UID.slice/user@UID.service/ (else empty: a system unit). A process directly
+# in user@UID.service is in that system unit. Fails when the path names no unit.
+unitof() {
+	_m= _u= _t=$1
+	case $1 in
+	/user.slice/user-*.slice/user@*.service/?*)
+		_id=${1#/user.slice/user-}
+		_id=${_id%%.slice/*}
+		case $_id in
+		'' | *[!0-9]* | 0?*) ;;
+		*) case $1 in "/user.slice/user-$_id.slice/user@$_id.service/"?*) _m=$_id _t=${1#"/user.slice/user-$_id.slice/user@$_id.service"} ;; esac ;;
+		esac
+		;;
+	esac
+	while [ -n "$_t" ]; do
+		_c=${_t##*/}
+		case $_c in *.service | *.scope) _u=$_c && return 0 ;; esac
+		_t=${_t%/*}
+	done
+	[ -n "$_m" ] || return 1
+	_u=user@$_m.service _m=
+}
+
+# systemd units named in those PIDs' cgroups: system units as "NAME", user units as
+# "UID/NAME". Only names of systemd's unit-name characters are kept: they are passed as
+# arguments, after --.
 UNITS=
 _nu=0
 for _p in $PIDS; do
 	while IFS= read -r _l; do
-		_u=${_l##*/}
-		case $_u in
-		*.service | *.scope)
-			case "$UNITS " in
-			*" $_u "*) ;;
-			*) if [ "$_nu" -lt 200 ]; then UNITS="$UNITS $_u" _nu=$((_nu + 1)); fi ;;
-			esac
-			;;
-		esac
+		_l=${_l#*:}
+		unitof "${_l#*:}" || continue
+		case $_u in *[!A-Za-z0-9:_.@\\-]*) continue ;; esac
+		[ "${#_u}" -le 255 ] || continue
+		_k=$_u
+		[ -z "$_m" ] || _k=$_m/$_u
+		case "$UNITS " in *" $_k "*) continue ;; esac
+		if [ "$_nu" -lt 200 ]; then UNITS="$UNITS $_k" _nu=$((_nu + 1)); fi
 	done <"/proc/$_p/cgroup" 2>/dev/null
 done
+SYSUNITS=
+USERUIDS=
+for _k in $UNITS; do
+	case $_k in
+	*/*) case " $USERUIDS " in *" ${_k%%/*} "*) ;; *) USERUIDS="$USERUIDS ${_k%%/*}" ;; esac ;;
+	*) SYSUNITS="$SYSUNITS $_k" ;;
+	esac
+done
+PROPS=Id,LoadState,ActiveState,SubState,MainPID,Result
 units() {
-	command -v systemctl >/dev/null 2>&1 || {
-		echo "systemctl: not found"
-		return 127
-	}
-	[ -n "${UNITS# }" ] || return 0
-	# shellcheck disable=SC2086 # unit names come from cgroup paths: no spaces, no globs used
-	t 15 systemctl show --no-pager -p Id,LoadState,ActiveState,SubState,MainPID,Result -- $UNITS
+	# shellcheck disable=SC2086 # unit names checked above: no spaces, no globs
+	t 15 systemctl show --no-pager -p $PROPS -- $SYSUNITS
 }
 if ! command -v systemctl >/dev/null 2>&1; then
 	nosec units 1048576 127 "systemctl: not found"
-elif [ -z "${UNITS# }" ]; then
+elif [ -z "${SYSUNITS# }" ]; then
 	nosec units 1048576 0
 else
 	sec units 1048576 0 units
 fi
 
+# The units of users' managers (systemd --user), asked of each user's manager when the probe
+# runs as root: "UID RC BASE64" per uid, BASE64 the encoded output of systemctl --user show;
+# RC "-" when not asked (not root, no name for the uid, no systemctl, or a manager already
+# failed to answer in time: at most one such wait per probe).
+userunits() {
+	_late=
+	for _id in $USERUIDS; do
+		set --
+		for _k in $UNITS; do
+			case $_k in "$_id"/*) set -- "$@" "${_k#*/}" ;; esac
+		done
+		name_of "$_id"
+		case $_user in '' | -* | *[!A-Za-z0-9_.-]*) _user= ;; esac
+		if [ "$MYUID" != 0 ] || [ -z "$_user" ] || [ -n "$_late" ] || ! command -v systemctl >/dev/null 2>&1; then
+			printf '%s -\n' "$_id"
+			continue
+		fi
+		_o=$(t 10 systemctl --user --machine="$_user@" show --no-pager -p $PROPS -- "$@" 2>&1)
+		_rc=$?
+		case $_rc in 124 | 137) _late=1 ;; esac
+		printf '%s %s ' "$_id" "$_rc"
+		printf '%s' "$_o" | base64 | tr -d '\n'
+		echo
+	done
+}
+if [ -n "${USERUIDS# }" ]; then sec user-units 1048576 0 userunits; else nosec user-units 1048576 0; fi
+
 sec shm-df 65536 10 df -kP /dev/shm
-# Type, bytes, mtime, uid and path of everything under /dev/shm, NUL-terminated.
-sec shm-ls 4194304 20 find /dev/shm -xdev -maxdepth 8 -printf '%y\t%s\t%T@\t%U\t%p\0'
+# Type, bytes, mtime, uid and path of everything under /dev/shm, NUL-terminated. find's
+# complaints are dropped: they would land inside records (an unreadable directory still shows
+# as find's exit status).
+shmls() {
+	t 20 find /dev/shm -xdev -maxdepth 8 -printf '%y\t%s\t%T@\t%U\t%p\0' 2>/dev/null
+}
+if [ -n "$HAVE_PRINTF" ]; then
+	sec shm-ls 8388608 0 shmls
+else
+	nosec shm-ls 8388608 127 "find: no -printf (not GNU find)"
+fi
 
 printf '@@gputriage %s done\n' "$N"

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -67,7 +68,7 @@ func TestProbeOnThisHost(t *testing.T) {
 	}
 	hostname, _ := os.Hostname()
 	h := s.Host
-	if h.ProbeVersion != "1" || h.Hostname != hostname || h.Kernel == "" || h.Time == nil || h.BootTime == nil || h.UptimeSeconds == nil || h.UID == nil || *h.UID != os.Getuid() || h.User == "" {
+	if h.ProbeVersion != "2" || h.Hostname != hostname || h.Kernel == "" || h.Time == nil || h.BootTime == nil || h.UptimeSeconds == nil || h.UID == nil || *h.UID != os.Getuid() || h.User == "" {
 		t.Errorf("host facts: %+v", h)
 	}
 	if h.Time != nil && time.Since(*h.Time).Abs() > time.Minute {
@@ -287,4 +288,25 @@ func containsInt(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// The probe cuts each section at the client's own bound for it (SectionLimit): a probe that
+// sent more would only have its sections cut and reported truncated.
+func TestProbeLimitsMatchClient(t *testing.T) {
+	re := regexp.MustCompile(`\b(?:capsec64|capsec|sec|nosec) ([a-z-]+) ([0-9]+) |begin ([a-z-]+) limit=([0-9]+)`)
+	seen := map[string]bool{}
+	for _, m := range re.FindAllStringSubmatch(ProbeScript, -1) {
+		name, limit := m[1], m[2]
+		if name == "" {
+			name, limit = m[3], m[4]
+		}
+		n, _ := strconv.Atoi(limit)
+		if n != SectionLimit(name) {
+			t.Errorf("the probe bounds section %s at %d bytes, the client at %d", name, n, SectionLimit(name))
+		}
+		seen[name] = true
+	}
+	if len(seen) != len(sectionLimits) {
+		t.Errorf("the probe prints sections %v; the client knows %d", seen, len(sectionLimits))
+	}
 }

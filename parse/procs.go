@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"io"
+	"sort"
 	"strings"
 	"time"
 )
@@ -12,80 +13,183 @@ import (
 // that a longer one shows as truncated.
 const maxArgvBytes = 65536
 
-// ParseProcs reads the procs section: per PID, a block of "pid N", then "gone" or "stat ...",
-// "status KEY:\tVALUE", "cgroup LINE", "argv BASE64", "cwd PATH", "path exists|missing PATH",
-// ending at "end" or the next "pid". bootTime and clockTicks (USER_HZ, 100 when not positive)
-// turn the start time in /proc/PID/stat into a time; with bootTime nil StartTime stays nil.
-// Lines it does not know (the shell's complaints about a process that just exited) are skipped.
-// Processes come in the order of their blocks.
-func ParseProcs(r io.Reader, bootTime *time.Time, clockTicks int) ([]Process, error) {
-	b, err := readInput(r)
-	var errs errList
-	errs.add(err)
+// ParseProcs reads a version 1 procs section: per PID, a block of lines "pid N", then "gone"
+// or "stat ...", "status KEY:\tVALUE", "cgroup LINE", "argv BASE64", "cwd PATH", "path
+// exists|missing PATH", ending at "end" or the next "pid". bootTime and clockTicks (USER_HZ,
+// 100 when not positive) turn the start time in /proc/PID/stat into a time; with bootTime nil
+// StartTime stays nil. Lines it does not know (the shell's complaints about a process that
+// just exited) are skipped. Processes come in the order of their blocks. A PID described
+// twice, or a block that repeats a field, is contested: it is left out and its PID returned
+// in contested, since in version 1 a cwd holding newlines could forge such lines.
+func ParseProcs(r io.Reader, bootTime *time.Time, clockTicks int) (procs []Process, contested []int, err error) {
+	b, rerr := readInput(r)
+	pb := newProcBuilder(bootTime, clockTicks)
+	pb.errs.add(rerr)
+	pb.procs = make([]Process, 0, bytes.Count(b, []byte("\npid "))+1)
+	for i, l := range splitLines(b) {
+		key, val, _ := strings.Cut(l, " ")
+		pb.field(i+1, key, val)
+	}
+	return pb.done()
+}
+
+// ParseProcsV2 reads a version 2 procs section: the fields of ParseProcs, each terminated by
+// NUL instead of a newline, so that a value may hold any other byte. The stat field is the
+// whole /proc/PID/stat (its comm may hold newlines); cwd is readlink's output, ending in a
+// newline; argv's base64 may be wrapped.
+func ParseProcsV2(r io.Reader, bootTime *time.Time, clockTicks int) (procs []Process, contested []int, err error) {
+	b, rerr := readInput(r)
+	pb := newProcBuilder(bootTime, clockTicks)
+	pb.errs.add(rerr)
+	pb.procs = make([]Process, 0, bytes.Count(b, []byte("\x00pid "))+1)
+	n := 0
+	for f := range bytes.SplitSeq(b, []byte{0}) {
+		n++
+		if len(f) == 0 {
+			continue
+		}
+		key, val, _ := strings.Cut(string(f), " ")
+		switch key {
+		case "stat":
+			val = strings.TrimSuffix(val, "\n")
+		case "cwd":
+			val = strings.TrimSuffix(val, "\n")
+		}
+		pb.field(n, key, val)
+	}
+	return pb.done()
+}
+
+// procBuilder gathers the fields of the procs section into processes, whatever their framing.
+type procBuilder struct {
+	bootTime   *time.Time
+	clockTicks int
+	errs       errList
+	procs      []Process
+	p          *Process
+	cgroup     []string
+	fields     uint16      // single-valued fields the current block has, by singleField bit
+	bad        bool        // the current block repeats a field
+	count      map[int]int // blocks per PID
+}
+
+func newProcBuilder(bootTime *time.Time, clockTicks int) *procBuilder {
 	if clockTicks <= 0 {
 		clockTicks = 100
 	}
-	var procs []Process
-	var p *Process
-	var cgroup []string
-	flush := func() {
-		if p == nil {
+	return &procBuilder{bootTime: bootTime, clockTicks: clockTicks, count: map[int]int{}}
+}
+
+// field takes one field of the section; n is its line or field number, for errors.
+func (pb *procBuilder) field(n int, key, val string) {
+	if key == "pid" {
+		pb.flush()
+		pid, ok := atoiNonNeg(val)
+		if !ok {
+			pb.errs.addf("procs field %d: pid: %s", n, q(val))
 			return
 		}
-		if len(cgroup) > 0 {
-			p.Cgroup = ParseCgroup(strings.Join(cgroup, "\n"))
-		}
-		procs = append(procs, *p)
-		p, cgroup = nil, nil
+		pb.p, pb.fields, pb.bad = &Process{PID: pid}, 0, false
+		pb.count[pid]++
+		return
 	}
-	for i, l := range splitLines(b) {
-		n := i + 1
-		key, val, _ := strings.Cut(l, " ")
-		if key == "pid" {
-			flush()
-			pid, ok := atoiNonNeg(val)
-			if !ok {
-				errs.addf("procs line %d: pid: %s", n, q(val))
-				continue
-			}
-			p = &Process{PID: pid}
-			continue
+	p := pb.p
+	if p == nil {
+		return
+	}
+	if once := singleField(key, val); once != 0 {
+		pb.bad = pb.bad || pb.fields&once != 0
+		pb.fields |= once
+	}
+	switch key {
+	case "gone":
+		p.Gone = true
+	case "end":
+		pb.flush()
+	case "stat":
+		if err := parseStat(p, val, pb.bootTime, pb.clockTicks); err != nil {
+			pb.errs.addf("procs field %d: pid %d: stat: %v: %s", n, p.PID, err, q(val))
 		}
-		if p == nil {
-			continue
+	case "status":
+		if err := parseStatus(p, val); err != nil {
+			pb.errs.addf("procs field %d: pid %d: status: %v: %s", n, p.PID, err, q(val))
 		}
-		switch key {
-		case "gone":
-			p.Gone = true
-		case "end":
-			flush()
-		case "stat":
-			if err := parseStat(p, val, bootTime, clockTicks); err != nil {
-				errs.addf("procs line %d: pid %d: stat: %v: %s", n, p.PID, err, q(val))
-			}
-		case "status":
-			if err := parseStatus(p, val); err != nil {
-				errs.addf("procs line %d: pid %d: status: %v: %s", n, p.PID, err, q(val))
-			}
-		case "cgroup":
-			cgroup = append(cgroup, val)
-		case "argv":
-			argv, trunc, err := decodeArgv(val)
-			if err != nil {
-				errs.addf("procs line %d: pid %d: argv: %v", n, p.PID, err)
-			}
-			p.Argv, p.ArgvTruncated = argv, trunc
-		case "cwd":
-			p.Cwd = val
-		case "path":
-			state, path, _ := strings.Cut(val, " ")
-			if (state == "exists" || state == "missing") && path != "" {
-				p.ModelPaths = append(p.ModelPaths, PathCheck{Path: path, Exists: state == "exists"})
-			}
+	case "cgroup":
+		pb.cgroup = append(pb.cgroup, val)
+	case "argv":
+		argv, trunc, err := decodeArgv(val)
+		if err != nil {
+			pb.errs.addf("procs field %d: pid %d: argv: %v", n, p.PID, err)
+		}
+		p.Argv, p.ArgvTruncated = argv, trunc
+	case "cwd":
+		p.Cwd = val
+	case "path":
+		state, path, _ := strings.Cut(val, " ")
+		if (state == "exists" || state == "missing") && path != "" {
+			p.ModelPaths = append(p.ModelPaths, PathCheck{Path: path, Exists: state == "exists"})
 		}
 	}
-	flush()
-	return procs, errs.err()
+}
+
+// singleField is the bit of a field a block holds at most once (0 for cgroup and path lines,
+// which repeat): a status line counts by its key.
+func singleField(key, val string) uint16 {
+	switch key {
+	case "gone":
+		return 1 << 0
+	case "stat":
+		return 1 << 1
+	case "argv":
+		return 1 << 2
+	case "cwd":
+		return 1 << 3
+	case "status":
+		k, _, _ := strings.Cut(val, ":")
+		for i, name := range statusKeys {
+			if k == name {
+				return 1 << (4 + i)
+			}
+		}
+	}
+	return 0
+}
+
+// statusKeys are the /proc/PID/status lines the probe keeps.
+var statusKeys = [...]string{"Name", "State", "PPid", "Uid", "NSpid", "VmRSS", "RssShmem"}
+
+func (pb *procBuilder) flush() {
+	p := pb.p
+	if p == nil {
+		return
+	}
+	if len(pb.cgroup) > 0 {
+		p.Cgroup = ParseCgroup(strings.Join(pb.cgroup, "\n"))
+	}
+	if pb.bad {
+		pb.count[p.PID]++ // contested: dropped below with any other block of its PID
+	}
+	pb.procs = append(pb.procs, *p)
+	pb.p, pb.cgroup = nil, nil
+}
+
+// done returns the processes described exactly once, and the PIDs that were not.
+func (pb *procBuilder) done() ([]Process, []int, error) {
+	pb.flush()
+	var contested []int
+	out := pb.procs[:0]
+	for _, p := range pb.procs {
+		switch pb.count[p.PID] {
+		case 1:
+			out = append(out, p)
+		case 0:
+		default:
+			contested = append(contested, p.PID)
+			pb.count[p.PID] = 0 // listed once
+		}
+	}
+	sort.Ints(contested)
+	return out, contested, pb.errs.err()
 }
 
 // parseStat reads a /proc/PID/stat line. The command name is between the first "(" and the

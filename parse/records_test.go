@@ -41,7 +41,7 @@ func TestProcs(t *testing.T) {
 		"cwd ",
 		"end",
 	}, "\n") + "\n"
-	got, err := ParseProcs(strings.NewReader(in), &boot, 100)
+	got, _, err := ParseProcs(strings.NewReader(in), &boot, 100)
 	// pid 12's stat line is short: an error, and the rest still read.
 	if err == nil || !strings.Contains(err.Error(), "pid 12") {
 		t.Errorf("err = %v, want one about pid 12", err)
@@ -75,7 +75,7 @@ func TestProcs(t *testing.T) {
 }
 
 func TestProcsStartTimeNeedsBoot(t *testing.T) {
-	got, err := ParseProcs(strings.NewReader("pid 1\nstat 1 (init) S 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\nend\n"), nil, 0)
+	got, _, err := ParseProcs(strings.NewReader("pid 1\nstat 1 (init) S 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\nend\n"), nil, 0)
 	if err != nil || len(got) != 1 || got[0].StartTime != nil || got[0].Comm != "init" {
 		t.Fatalf("got %+v, %v", got, err)
 	}
@@ -83,7 +83,7 @@ func TestProcsStartTimeNeedsBoot(t *testing.T) {
 
 func TestFDs(t *testing.T) {
 	in := "12 3 /dev/nvidia0\n12 4 /dev/nvidiactl\n13 7 /dev/shm/a b (deleted)\n13 8 /dev/shm/c\ndenied 5\n"
-	fds, denied, err := ParseFDs(strings.NewReader(in))
+	fds, denied, _, err := ParseFDs(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestFDs(t *testing.T) {
 	if !reflect.DeepEqual(fds, want) || !eqPtr(denied, intp(5)) {
 		t.Errorf("got %+v denied %v", fds, showPtr(denied))
 	}
-	if _, _, err := ParseFDs(strings.NewReader(" 3 /dev/nvidia0\n")); err == nil {
+	if _, _, _, err := ParseFDs(strings.NewReader(" 3 /dev/nvidia0\n")); err == nil {
 		t.Error("want an error for a line without PID")
 	}
 }
@@ -118,11 +118,11 @@ func TestMaps(t *testing.T) {
 
 func TestFDStat(t *testing.T) {
 	in := "4096 /proc/5/fd/3\nstat: cannot statx '/proc/6/fd/4': No such file or directory\n10 /proc/6/fd/5\n"
-	got, err := ParseFDStat(strings.NewReader(in))
+	got, _, err := ParseFDStat(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []FDSize{{5, 3, 4096}, {6, 5, 10}}; !reflect.DeepEqual(got, want) {
+	if want := []FDSize{{PID: 5, FD: 3, Bytes: 4096}, {PID: 6, FD: 5, Bytes: 10}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v", got)
 	}
 }
@@ -136,7 +136,7 @@ func TestShmListing(t *testing.T) {
 		"l\t7\t1700000004.0\t0\t/dev/shm/link\x00" +
 		"f\t1\t1700000005.0\t0\t/dev/shm/top\x00" +
 		"find: '/dev/shm/other': Permission denied\n"
-	got, err := ParseShmListing(strings.NewReader(in))
+	got, _, err := ParseShmListing(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestShmListing(t *testing.T) {
 	if !got[0].MTime.Equal(time.Unix(1700000000, 5e8)) || !got[3].MTime.Equal(time.Unix(1700000003, 25e7)) {
 		t.Errorf("mtimes %v %v", got[0].MTime, got[3].MTime)
 	}
-	if _, err := ParseShmListing(strings.NewReader("f\tx\t1\t0\t/dev/shm/a\x00")); err == nil {
+	if _, _, err := ParseShmListing(strings.NewReader("f\tx\t1\t0\t/dev/shm/a\x00")); err == nil {
 		t.Error("want an error for a bad size")
 	}
 }
@@ -198,7 +198,7 @@ func TestUnits(t *testing.T) {
 	in := "Id=vllm.service\nLoadState=loaded\nActiveState=active\nSubState=running\nMainPID=1234\nResult=success\n\n" +
 		"MainPID=0\nId=run-u5.scope\nLoadState=not-found\nActiveState=inactive\nSubState=dead\nResult=success\n\n" +
 		"System has not been booted with systemd as init system (PID 1). Can't operate.\n"
-	got, err := ParseUnits(strings.NewReader(in))
+	got, _, err := ParseUnits(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
 	}

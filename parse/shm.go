@@ -12,10 +12,11 @@ import (
 
 const deletedSuffix = " (deleted)"
 
-// ParseFDs reads the fds section: "PID FD TARGET" lines (TARGET may hold spaces and end in
-// " (deleted)") and a last "denied N" line, the number of fd links that could not be read.
-// denied is nil when that line is missing.
-func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, err error) {
+// ParseFDs reads a version 1 fds section: "PID FD TARGET" lines (TARGET may hold spaces and
+// end in " (deleted)") and a last "denied N" line, the number of fd links that could not be
+// read. denied is nil when that line is missing. A PID and FD listed twice is contested: both
+// lines are left out and the pair returned in contested.
+func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err error) {
 	b, rerr := readInput(r)
 	var errs errList
 	errs.add(rerr)
@@ -43,7 +44,64 @@ func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, err error) {
 		t, deleted := strings.CutSuffix(target, deletedSuffix)
 		fds = append(fds, OpenFD{PID: pid, FD: fd, Target: t, Deleted: deleted})
 	}
-	return fds, denied, errs.err()
+	fds, contested = uniqueFDs(fds)
+	return fds, denied, contested, errs.err()
+}
+
+// ParseFDsV2 reads a version 2 fds section: NUL-terminated "/proc/PID/fd\tFD\tTARGET"
+// records (TARGET may hold any byte but NUL), then a "denied N" line. Otherwise as ParseFDs.
+func ParseFDsV2(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err error) {
+	b, rerr := readInput(r)
+	var errs errList
+	errs.add(rerr)
+	recs := bytes.Split(b, []byte{0})
+	tail := strings.TrimSpace(string(recs[len(recs)-1]))
+	for i, rec := range recs[:len(recs)-1] {
+		dir, rest, _ := strings.Cut(string(rec), "\t")
+		fdText, target, ok := strings.Cut(rest, "\t")
+		pidText, ok1 := strings.CutPrefix(dir, "/proc/")
+		pidText, ok2 := strings.CutSuffix(pidText, "/fd")
+		pid, ok3 := atoiNonNeg(pidText)
+		fd, ok4 := atoiNonNeg(fdText)
+		if !ok || !ok1 || !ok2 || !ok3 || !ok4 || !strings.HasPrefix(target, "/") {
+			errs.addf("fds record %d: want /proc/PID/fd\\tFD\\tTARGET: %s", i+1, q(string(rec)))
+			continue
+		}
+		t, deleted := strings.CutSuffix(target, deletedSuffix)
+		fds = append(fds, OpenFD{PID: pid, FD: fd, Target: t, Deleted: deleted})
+	}
+	if v, ok := strings.CutPrefix(tail, "denied "); ok {
+		if n, ok := atoiNonNeg(v); ok {
+			denied = &n
+		}
+	}
+	if denied == nil && tail != "" {
+		errs.addf("fds: want a last line denied N: %s", q(tail))
+	}
+	fds, contested = uniqueFDs(fds)
+	return fds, denied, contested, errs.err()
+}
+
+// uniqueFDs drops every descriptor listed more than once (the kernel lists each PID and FD
+// once) and returns one of each such pair in contested.
+func uniqueFDs(fds []OpenFD) (unique, contested []OpenFD) {
+	type key struct{ pid, fd int }
+	n := make(map[key]int, len(fds))
+	for _, f := range fds {
+		n[key{f.PID, f.FD}]++
+	}
+	unique = fds[:0]
+	for _, f := range fds {
+		switch k := (key{f.PID, f.FD}); n[k] {
+		case 1:
+			unique = append(unique, f)
+		case 0:
+		default:
+			contested = append(contested, OpenFD{PID: f.PID, FD: f.FD})
+			n[k] = 0
+		}
+	}
+	return unique, contested
 }
 
 // ParseMaps reads the maps section, grep -H output over /proc/PID/maps:
@@ -51,6 +109,18 @@ func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, err error) {
 // /dev/shm file, the total size of the distinct address ranges mapped, sorted by PID and
 // path. Mappings of other paths are skipped.
 func ParseMaps(r io.Reader) ([]ShmMapping, error) {
+	return parseMaps(r, false)
+}
+
+// ParseMapsV2 reads a version 2 maps section: as ParseMaps, and a "\\012" in a path, the
+// kernel's escape for a newline in a file name, is read as that newline, so that the path
+// matches the one the fds section holds. (The kernel leaves a backslash alone: a name that
+// holds the four characters \\012 reads as one that holds a newline.)
+func ParseMapsV2(r io.Reader) ([]ShmMapping, error) {
+	return parseMaps(r, true)
+}
+
+func parseMaps(r io.Reader, unescape bool) ([]ShmMapping, error) {
 	b, err := readInput(r)
 	var errs errList
 	errs.add(err)
@@ -85,6 +155,9 @@ func ParseMaps(r io.Reader) ([]ShmMapping, error) {
 			continue // grep matched " /dev/shm/" inside some other path
 		}
 		p, deleted := strings.CutSuffix(path, deletedSuffix)
+		if unescape {
+			p = strings.ReplaceAll(p, `\012`, "\n")
+		}
 		k := key{pid, p, deleted}
 		s := span{start, end}
 		if seen[k] == nil {
@@ -134,16 +207,38 @@ func fieldsThenRest(s string, n int) (fields []string, rest string) {
 	return fields, strings.TrimLeft(s, " \t")
 }
 
-// ParseFDStat reads the fdstat section: "BYTES /proc/PID/fd/FD" lines. stat's complaints
-// about descriptors closed since the scan ("stat: cannot statx ...") are skipped.
-func ParseFDStat(r io.Reader) ([]FDSize, error) {
-	b, err := readInput(r)
+// ParseFDStat reads a version 1 fdstat section: "BYTES /proc/PID/fd/FD" lines. stat's
+// complaints about descriptors closed since the scan ("stat: cannot statx ...") are skipped.
+// A descriptor listed twice is left out and returned in contested.
+func ParseFDStat(r io.Reader) ([]FDSize, []FDSize, error) {
+	return parseFDStat(r, false)
+}
+
+// ParseFDStatV2 reads a version 2 fdstat section: "NLINK BYTES /proc/PID/fd/FD" lines, NLINK
+// the file's link count (0 when deleted). Otherwise as ParseFDStat.
+func ParseFDStatV2(r io.Reader) ([]FDSize, []FDSize, error) {
+	return parseFDStat(r, true)
+}
+
+func parseFDStat(r io.Reader, links bool) (sizes, contested []FDSize, err error) {
+	b, rerr := readInput(r)
 	var errs errList
-	errs.add(err)
-	var out []FDSize
+	errs.add(rerr)
+	type key struct{ pid, fd int }
+	n := map[key]int{}
 	for i, l := range splitLines(b) {
 		if l == "" || strings.HasPrefix(l, "stat:") {
 			continue
+		}
+		var nlink *int
+		if links {
+			linkText, rest, _ := strings.Cut(l, " ")
+			v, ok := atoiNonNeg(linkText)
+			if !ok {
+				errs.addf("fdstat line %d: want NLINK BYTES /proc/PID/fd/FD: %s", i+1, q(l))
+				continue
+			}
+			nlink, l = &v, rest
 		}
 		sizeText, path, _ := strings.Cut(l, " ")
 		rest, ok := strings.CutPrefix(path, "/proc/")
@@ -155,17 +250,40 @@ func ParseFDStat(r io.Reader) ([]FDSize, error) {
 			errs.addf("fdstat line %d: want BYTES /proc/PID/fd/FD: %s", i+1, q(l))
 			continue
 		}
-		out = append(out, FDSize{PID: pid, FD: fd, Bytes: size})
+		sizes = append(sizes, FDSize{PID: pid, FD: fd, Bytes: size, Links: nlink})
+		n[key{pid, fd}]++
 	}
-	return out, errs.err()
+	out := sizes[:0]
+	for _, z := range sizes {
+		switch k := (key{z.PID, z.FD}); n[k] {
+		case 1:
+			out = append(out, z)
+		case 0:
+		default:
+			contested = append(contested, FDSize{PID: z.PID, FD: z.FD})
+			n[k] = 0
+		}
+	}
+	return out, contested, errs.err()
 }
 
-// ParseShmListing reads the shm-ls section: NUL-terminated "TYPE\tBYTES\tMTIME\tUID\tPATH"
-// records from find -printf (PATH may hold tabs and newlines). find's own complaints, which
-// arrive newline-terminated between records, are skipped. TreeBytes is filled: a directory's
-// is the bytes of the regular files listed below it, a file's its own size. Holders are left
-// to the caller, who knows the processes.
-func ParseShmListing(r io.Reader) ([]ShmEntry, error) {
+// ParseShmListing reads a version 1 shm-ls section: NUL-terminated
+// "TYPE\tBYTES\tMTIME\tUID\tPATH" records from find -printf (PATH may hold tabs and
+// newlines). find's own complaints, which arrive newline-terminated between records, are
+// skipped. TreeBytes is filled: a directory's is the bytes of the regular files listed below
+// it, a file's its own size. Holders are left to the caller, who knows the processes. A path
+// listed twice is left out and returned in contested.
+func ParseShmListing(r io.Reader) ([]ShmEntry, []string, error) {
+	return parseShmListing(r, false)
+}
+
+// ParseShmListingV2 reads a version 2 shm-ls section: as ParseShmListing, but find's
+// complaints are not in it (they could land inside a record), so every record must parse.
+func ParseShmListingV2(r io.Reader) ([]ShmEntry, []string, error) {
+	return parseShmListing(r, true)
+}
+
+func parseShmListing(r io.Reader, strict bool) ([]ShmEntry, []string, error) {
 	b, err := readInput(r)
 	var errs errList
 	errs.add(err)
@@ -173,7 +291,7 @@ func ParseShmListing(r io.Reader) ([]ShmEntry, error) {
 	recs := bytes.Split(b, []byte{0})
 	for i, rec := range recs {
 		// find's messages ("find: '/dev/shm/x': Permission denied\n") precede the next record.
-		for !isShmRecordStart(rec) {
+		for !strict && !isShmRecordStart(rec) {
 			j := bytes.IndexByte(rec, '\n')
 			if j < 0 {
 				break
@@ -189,13 +307,40 @@ func ParseShmListing(r io.Reader) ([]ShmEntry, error) {
 		}
 		e, ok := parseShmRecord(string(rec))
 		if !ok {
-			errs.addf("shm-ls record %d: want TYPE\\tBYTES\\tMTIME\\tUID\\tPATH: %s", i+1, q(string(rec)))
+			errs.addf("shm-ls record %d: want TYPE\\tBYTES\\tMTIME\\tUID\\tPATH under /dev/shm, at most %d deep: %s", i+1, maxShmDepth, q(string(rec)))
 			continue
 		}
 		out = append(out, e)
 	}
+	out, contested := uniqueShmPaths(out)
 	shmTreeBytes(out)
-	return out, errs.err()
+	return out, contested, errs.err()
+}
+
+// maxShmDepth bounds how many components a /dev/shm path may have below /dev/shm: the probe's
+// find stops at 8. Walking a path's parents then costs at most this many lookups.
+const maxShmDepth = 8
+
+// uniqueShmPaths drops every path listed more than once (find lists each once) and returns
+// those paths.
+func uniqueShmPaths(entries []ShmEntry) ([]ShmEntry, []string) {
+	n := make(map[string]int, len(entries))
+	for _, e := range entries {
+		n[e.Path]++
+	}
+	var contested []string
+	out := entries[:0]
+	for _, e := range entries {
+		switch n[e.Path] {
+		case 1:
+			out = append(out, e)
+		case 0:
+		default:
+			contested = append(contested, e.Path)
+			n[e.Path] = 0
+		}
+	}
+	return out, contested
 }
 
 func isShmRecordStart(rec []byte) bool {
@@ -204,7 +349,7 @@ func isShmRecordStart(rec []byte) bool {
 
 func parseShmRecord(rec string) (ShmEntry, bool) {
 	f := strings.SplitN(rec, "\t", 5)
-	if len(f) != 5 || len(f[0]) != 1 || !strings.HasPrefix(f[4], "/") {
+	if len(f) != 5 || len(f[0]) != 1 || !strings.HasPrefix(f[4], "/") || strings.Count(f[4], "/") > maxShmDepth+2 {
 		return ShmEntry{}, false
 	}
 	size, ok1 := parseInt64NonNeg(f[1])
@@ -258,7 +403,7 @@ func shmTreeBytes(entries []ShmEntry) {
 			continue
 		}
 		e.TreeBytes = e.Bytes
-		for p := e.Path; ; {
+		for p, up := e.Path, 0; up <= maxShmDepth+2; up++ {
 			j := strings.LastIndexByte(p, '/')
 			if j <= 0 {
 				break

@@ -239,8 +239,16 @@ type SectionInfo struct {
 
 // Capture is a capture split into its sections, before any section is parsed.
 type Capture struct {
+	// Version is the format version the header declares: 1 or 2 (0 when unreadable).
+	Version  int
 	Nonce    string
 	Sections []Section // in the order the probe printed them
+	// Contested lists, sorted, the names of sections that appear more than once: the probe
+	// prints each once, so none of their copies is trusted.
+	Contested []string
+	// TooMany is set when the capture held more sections than any probe prints; the rest
+	// was not read.
+	TooMany bool
 	// Done is set when the probe's final marker was seen.
 	Done bool
 }
@@ -260,7 +268,7 @@ type Section struct {
 	Name     string
 	Body     []byte
 	ExitCode *int // nil when the rc trailer is missing or unreadable
-	Limit    int  // the probe's byte bound for the body; 0 when the begin line lacks it
+	Limit    int  // the client's byte bound for the body (SectionLimit), whatever the host declared
 	// Truncated is set when the body was cut: no rc trailer, or no end marker.
 	Truncated bool
 }
@@ -287,4 +295,6 @@ type FDSize struct {
 	PID   int
 	FD    int
 	Bytes int64
+	// Links is the file's link count (0: deleted); nil in version 1 captures, which lack it.
+	Links *int
 }

@@ -22,7 +22,7 @@ import (
 const (
 	captureExt = ".capture"
 	// maxCaptureBytes bounds one host's probe output. The probe bounds each section (at most
-	// about 23 MiB in all); this catches a probe or host that does not.
+	// about 29 MiB in all, base64 included); this catches a probe or host that does not.
 	maxCaptureBytes = 32 << 20
 )
 
@@ -133,7 +133,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 // another run (another nonce: replayed or forged) is an error: nothing it says can be trusted.
 // Output with no header at all is returned whole, to be reported as not a capture.
 func fromHeader(out []byte, nonce string) (capture, dropped []byte, err error) {
-	head := []byte("gputriage-capture v1 nonce=" + nonce + "\n")
+	head := []byte(parse.CaptureHeader(nonce))
 	i := bytes.Index(out, head)
 	switch {
 	case i == 0:

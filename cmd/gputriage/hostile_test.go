@@ -1075,3 +1075,42 @@ func rawCaptureBlock(t *testing.T, md string) string {
 	}
 	return md[:start] + md[end:]
 }
+
+// A capture that describes a process twice (here: a second procs section, and in another a
+// forged second block for the trainer's PID) is tampered with: the contested data is not used,
+// and the report says so as a probe-limited warning that names what was contested.
+func TestHostileTamperedCapture(t *testing.T) {
+	forged := hSec("procs", "pid 4242\nstat 4242 (forged) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\nend", 0)
+	secs := hostileSections(trainer)
+	twice := append(append([]string(nil), secs...), forged)
+	var inBlock []string
+	for _, s := range secs {
+		if strings.Contains(s, " begin procs ") {
+			s = strings.Replace(s, "\nend\n", "\nend\npid 4242\nstat 4242 (forged) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\nend\n", 1)
+		}
+		inBlock = append(inBlock, s)
+	}
+	for name, raw := range map[string][]byte{"section-twice": hostileCapture(twice...), "pid-twice": hostileCapture(inBlock...)} {
+		t.Run(name, func(t *testing.T) {
+			out, _, _ := replay(t, "host01", raw, "--format", "json")
+			doc := decodeDoc(t, out)
+			if !doc.hasNote(0, "capture-tampered") {
+				t.Errorf("no capture-tampered note: %+v", doc.Hosts[0].Notes)
+			}
+			for _, p := range doc.Hosts[0].Processes {
+				if p.PID == 4242 && p.Name != nil && *p.Name == "forged" {
+					t.Errorf("the forged description of PID 4242 was used")
+				}
+			}
+			found := false
+			for _, f := range doc.Hosts[0].Findings {
+				if f.Code == "probe-limited" && f.Severity == "warning" && strings.Contains(strings.Join(f.Evidence, "\n"), "capture-tampered") {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no probe-limited warning naming capture-tampered: %+v", doc.Hosts[0].Findings)
+			}
+		})
+	}
+}

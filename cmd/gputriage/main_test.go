@@ -38,7 +38,9 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-var fixtureNames = []string{"ct200", "clean", "ghost", "driver-mismatch", "busy"}
+// v1/ct200 is the ct200 capture recorded by the version 1 probe: it must replay exactly as it
+// always has.
+var fixtureNames = []string{"ct200", "clean", "ghost", "driver-mismatch", "busy", "v1/ct200"}
 
 // TestGolden replays every fixture in every format and compares with testdata/golden.
 // Regenerate with: go test ./cmd/gputriage -run TestGolden -update (and review the diff).

@@ -27,7 +27,7 @@ func TestProbeCommandCarriesNoNonce(t *testing.T) {
 
 func TestFromHeader(t *testing.T) {
 	const nonce = "0123456789abcdef0123456789abcdef"
-	capture := "gputriage-capture v1 nonce=" + nonce + "\n@@gputriage " + nonce + " done\n"
+	capture := parse.CaptureHeader(nonce) + "@@gputriage " + nonce + " done\n"
 	tests := []struct {
 		name, out, wantCapture, wantDropped string
 		wantErr                             bool
@@ -36,7 +36,7 @@ func TestFromHeader(t *testing.T) {
 		{"profile banner", "Welcome!\nlast login: today\n" + capture, capture, "Welcome!\nlast login: today\n", false},
 		{"not a capture", "garbage", "garbage", "", false},
 		{"another run's capture", strings.ReplaceAll(capture, nonce, "ffffffffffffffffffffffffffffffff"), "", "", true},
-		{"header mid-line", "x gputriage-capture v1 nonce=" + nonce + "\n", "x gputriage-capture v1 nonce=" + nonce + "\n", "", false},
+		{"header mid-line", "x " + parse.CaptureHeader(nonce), "x " + parse.CaptureHeader(nonce), "", false},
 	}
 	for _, tt := range tests {
 		c, d, err := fromHeader([]byte(tt.out), nonce)

@@ -60,7 +60,7 @@ type Config struct {
 	// and over the fleet (every 1/BadShare-th host).
 	BadShare float64
 	// Captures are served round robin to good hosts (and cut or trickled by bad ones). Each
-	// must start with a "gputriage-capture v1 nonce=HEX" line.
+	// must start with a "gputriage-capture v2 nonce=HEX" (or v1) line.
 	Captures [][]byte
 	// Dir receives hosts, ssh_config, known_hosts, id_ed25519 and manifest.json.
 	Dir string
@@ -142,7 +142,11 @@ func Start(cfg Config) (*Fleet, error) {
 	f := &Fleet{cfg: cfg, conns: map[net.Conn]struct{}{}, runs: map[string]*probeRun{}}
 	for i, raw := range cfg.Captures {
 		first, _, _ := bytes.Cut(raw, []byte("\n"))
-		n, ok := bytes.CutPrefix(bytes.TrimSuffix(first, []byte("\r")), []byte("gputriage-capture v1 nonce="))
+		first = bytes.TrimSuffix(first, []byte("\r"))
+		n, ok := bytes.CutPrefix(first, []byte("gputriage-capture v2 nonce="))
+		if !ok {
+			n, ok = bytes.CutPrefix(first, []byte("gputriage-capture v1 nonce="))
+		}
 		if !ok || len(n) == 0 {
 			return nil, fmt.Errorf("simfleet: capture %d has no nonce header", i)
 		}
