@@ -192,7 +192,7 @@ func firstDiff(a, b string) string {
 // at once, and when it waits for more.
 func TestHeadCheck(t *testing.T) {
 	const nonce = "0123456789abcdef0123456789abcdef"
-	header := "gputriage-capture v1 nonce=" + nonce + "\n"
+	header := parse.CaptureHeader(nonce)
 	check := headCheck(nonce)
 	tests := []struct {
 		name, head     string
