@@ -34,41 +34,13 @@ func (u unitRef) key() string {
 
 func unitKey(name string, userUID *int) string { return unitRef{name, userUID}.key() }
 
-// unitOf is the unit c names, and the user manager it belongs to: parse's UserManagerUID,
-// or, when that is not filled (a snapshot built before parse knew it), the user@UID.service
-// that the cgroup path runs through above the unit.
+// unitOf is the unit c names, with the manager that runs it, as parse read them from the
+// cgroup path (parse.CgroupUnit's rule, systemd's own).
 func unitOf(c parse.Cgroup) (unitRef, bool) {
 	if c.Unit == "" {
 		return unitRef{}, false
 	}
-	u := unitRef{Name: c.Unit, UserUID: c.UserManagerUID}
-	if u.UserUID == nil {
-		u.UserUID = userManagerInPath(c.Path, c.Unit)
-	}
-	return u, true
-}
-
-// userManagerInPath finds user@UID.service above unit in a cgroup path.
-func userManagerInPath(p, unit string) *int {
-	parts := strings.Split(p, "/")
-	last := -1
-	for i, s := range parts {
-		if s == unit {
-			last = i
-		}
-	}
-	for i := 0; i < last; i++ {
-		rest, ok := strings.CutPrefix(parts[i], "user@")
-		if !ok {
-			continue
-		}
-		if n, ok := strings.CutSuffix(rest, ".service"); ok {
-			if uid, err := strconv.Atoi(n); err == nil && uid >= 0 && strconv.Itoa(uid) == n {
-				return &uid
-			}
-		}
-	}
-	return nil
+	return unitRef{Name: c.Unit, UserUID: c.UserManagerUID}, true
 }
 
 // isLoginUnit reports whether a unit holds what people start by hand rather than a service:

@@ -12,14 +12,9 @@ import (
 	"github.com/gputriage/gputriage/parse"
 )
 
-// userCgroup is a process in unit of user uid's systemd manager. withUID fills parse's
-// UserManagerUID as the parse side does; without it diagnose must read the path itself.
-func userCgroup(uid int, unit string, withUID bool) parse.Cgroup {
-	c := parse.Cgroup{Path: "/user.slice/user-" + strconv.Itoa(uid) + ".slice/user@" + strconv.Itoa(uid) + ".service/app.slice/" + unit, Unit: unit}
-	if withUID {
-		c.UserManagerUID = ip(uid)
-	}
-	return c
+// userCgroup is a process in unit of user uid's systemd manager, read as parse reads it.
+func userCgroup(uid int, unit string) parse.Cgroup {
+	return parse.ParseCgroup("0::/user.slice/user-" + strconv.Itoa(uid) + ".slice/user@" + strconv.Itoa(uid) + ".service/app.slice/" + unit + "\n")
 }
 
 // deletedWeights makes p a leftover by a strong reason that says nothing about units.
@@ -64,7 +59,7 @@ func TestAttribution(t *testing.T) {
 			name: "user's own sshd.service, state unknown: the PID, never the system's sshd",
 			snap: func() *parse.Snapshot {
 				p := proc(culprit, 1, "S", 1000, "bob", 3*time.Hour, "python3", "serve.py")
-				p.Cgroup = userCgroup(1000, "sshd.service", false)
+				p.Cgroup = userCgroup(1000, "sshd.service")
 				deletedWeights(&p)
 				return withLeftover(culprit, 0, 30_000, p, sysSSHD)
 			},
@@ -77,7 +72,7 @@ func TestAttribution(t *testing.T) {
 			name: "user unit tied by its own manager: stopped through that manager, as root",
 			snap: func() *parse.Snapshot {
 				p := proc(culprit, 1, "S", 1000, "bob", 3*time.Hour, "python3", "serve.py")
-				p.Cgroup = userCgroup(1000, "sshd.service", true)
+				p.Cgroup = userCgroup(1000, "sshd.service")
 				deletedWeights(&p)
 				return withLeftover(culprit, 0, 30_000, p, sysSSHD,
 					parse.Unit{Name: "sshd.service", UserManagerUID: ip(1000), LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(culprit)})
@@ -91,7 +86,7 @@ func TestAttribution(t *testing.T) {
 			name: "user unit its manager reports failed: a leftover, judged from the right manager",
 			snap: func() *parse.Snapshot {
 				p := proc(culprit, 1, "S", 1000, "bob", 3*time.Hour, "python3", "serve.py")
-				p.Cgroup = userCgroup(1000, "vllm.service", true)
+				p.Cgroup = userCgroup(1000, "vllm.service")
 				return withLeftover(culprit, 0, 30_000, p,
 					parse.Unit{Name: "vllm.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(777)},
 					parse.Unit{Name: "vllm.service", UserManagerUID: ip(1000), LoadState: "loaded", ActiveState: "failed", SubState: "failed", Result: "exit-code"})

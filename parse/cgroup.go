@@ -68,7 +68,8 @@ func ParseCgroup(text string) Cgroup {
 	return c
 }
 
-// cgroupUnit returns the last .service or .scope component of a cgroup path, and the uid of
+// cgroupUnit returns the unit a cgroup path lies in (its first component below the slices,
+// when that is a .service or .scope), and the uid of
 // the user manager that runs it when the path lies below
 // /user.slice/user-UID.slice/user@UID.service/ (systemd's fixed place for user UID's manager;
 // below it the user names the cgroups, so a "user@0.service" deeper down is just a name).
@@ -85,10 +86,18 @@ func cgroupUnit(path string) (unit string, userManager *int) {
 			from, userManager = 4, &uid
 		}
 	}
-	for i := len(parts) - 1; i >= from; i-- {
-		if strings.HasSuffix(parts[i], ".service") || strings.HasSuffix(parts[i], ".scope") {
-			return parts[i], userManager
+	// As systemd's cg_path_get_unit: the unit is the first component below the slices.
+	// Everything under a unit's cgroup is that unit's own (a delegated service, a container
+	// with its own systemd), so a "sshd.service" created down there names no unit of this
+	// host's managers.
+	for _, p := range parts[from:] {
+		if p == "" || strings.HasSuffix(p, ".slice") {
+			continue
 		}
+		if strings.HasSuffix(p, ".service") || strings.HasSuffix(p, ".scope") {
+			return p, userManager
+		}
+		break
 	}
 	if userManager != nil {
 		return parts[3], nil

@@ -113,12 +113,19 @@ func TestCgroupUserManagerUnit(t *testing.T) {
 		// A login session's scope is the system manager's.
 		{"/user.slice/user-1000.slice/session-3.scope", "session-3.scope", nil},
 		{"/system.slice/foo.service", "foo.service", nil},
-		// Names a user chose below their own manager do not make another manager.
-		{"/user.slice/user-1000.slice/user@1000.service/app.slice/user@0.service/x.service", "x.service", intp(1000)},
+		// Names a user chose below their own manager do not make another manager: the unit is
+		// the first component below the slices, as systemd's cg_path_get_unit has it.
+		{"/user.slice/user-1000.slice/user@1000.service/app.slice/user@0.service/x.service", "user@0.service", intp(1000)},
 		// Not systemd's place: a uid that differs, a non-canonical number, another slice.
-		{"/user.slice/user-1000.slice/user@0.service/app.slice/foo.service", "foo.service", nil},
-		{"/user.slice/user-01000.slice/user@01000.service/app.slice/foo.service", "foo.service", nil},
-		{"/system.slice/docker-1.scope/user.slice/user-0.slice/user@0.service/a.service", "a.service", nil},
+		{"/user.slice/user-1000.slice/user@0.service/app.slice/foo.service", "user@0.service", nil},
+		{"/user.slice/user-01000.slice/user@01000.service/app.slice/foo.service", "user@01000.service", nil},
+		{"/system.slice/docker-1.scope/user.slice/user-0.slice/user@0.service/a.service", "docker-1.scope", nil},
+		// Below a unit, the unit owns the names (a delegated service, a container running
+		// its own systemd): a "sshd.service" made there is not the host's sshd.
+		{"/system.slice/docker-0123abcd.scope/system.slice/sshd.service", "docker-0123abcd.scope", nil},
+		{"/system.slice/vllm.service/worker/sshd.service", "vllm.service", nil},
+		{"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-ab.scope", "cri-containerd-ab.scope", nil},
+		{"/machine.slice/machine-c1.scope/payload/system.slice/ssh.service", "machine-c1.scope", nil},
 	}
 	for _, tt := range tests {
 		c := ParseCgroup("0::" + tt.path + "\n")

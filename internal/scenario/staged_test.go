@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -43,7 +45,9 @@ func newStage(t *testing.T) *stage {
 	if err != nil {
 		t.Skip(err)
 	}
-	id := fmt.Sprintf("gt-staged-%d-%d", os.Getpid(), time.Now().UnixNano())
+	// A slice of its own, so that the units below it are read as systemd reads them: the
+	// first component below the slices.
+	id := fmt.Sprintf("gt-staged-%d-%d.slice", os.Getpid(), time.Now().UnixNano())
 	dir, err := scenario.MakeCgroup(root, id)
 	if err != nil {
 		t.Skip(err)
@@ -52,10 +56,18 @@ func newStage(t *testing.T) *stage {
 	return &stage{t: t, root: root, id: id, extra: map[int]int64{}}
 }
 
-// cgroup is a cgroup of this stage, e.g. "system.slice/vllm.service".
+// cgroup is a cgroup of this stage, e.g. "system.slice/vllm.service". A user's manager lives
+// at systemd's fixed place, /user.slice/user-UID.slice/user@UID.service, and nowhere else: a
+// cgroup below "user.slice/" is made there, with this stage's slice just above its unit.
 func (s *stage) cgroup(rel string) string {
 	s.t.Helper()
-	dir, err := scenario.MakeCgroup(s.root, s.id+"/"+rel)
+	at := s.id + "/" + rel
+	if strings.HasPrefix(rel, "user.slice/") {
+		parent, unit := path.Split(rel)
+		at = parent + s.id + "/" + unit
+		s.t.Cleanup(func() { scenario.RemoveCgroups(filepath.Join(s.root, parent+s.id)) })
+	}
+	dir, err := scenario.MakeCgroup(s.root, at)
 	if err != nil {
 		s.t.Fatal(err)
 	}
