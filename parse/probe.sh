@@ -310,8 +310,8 @@ users() {
 }
 if [ -n "${UIDS# }" ]; then sec users 1048576 0 users; else nosec users 1048576 0; fi
 
-# unitof CGROUP-PATH: set _u to the systemd unit a cgroup path names (its last .service or
-# .scope component) and _m to the uid of the user manager that runs it when the path lies below
+# unitof CGROUP-PATH: set _u to the systemd unit a cgroup path names (its first component below
+# the slices, when that is a .service or .scope, as systemd reads it) and _m to the uid of the user manager that runs it when the path lies below
 # /user.slice/user-UID.slice/user@UID.service/ (else empty: a system unit). A process directly
 # in user@UID.service is in that system unit. Fails when the path names no unit.
 unitof() {
@@ -326,10 +326,15 @@ unitof() {
 		esac
 		;;
 	esac
+	_t=${_t#/}
 	while [ -n "$_t" ]; do
-		_c=${_t##*/}
-		case $_c in *.service | *.scope) _u=$_c && return 0 ;; esac
-		_t=${_t%/*}
+		_c=${_t%%/*}
+		case $_c in
+		*.slice) ;;
+		*.service | *.scope) _u=$_c && return 0 ;;
+		*) break ;;
+		esac
+		case $_t in */*) _t=${_t#*/} ;; *) _t= ;; esac
 	done
 	[ -n "$_m" ] || return 1
 	_u=user@$_m.service _m=

@@ -87,9 +87,12 @@ func TestProbeUserUnits(t *testing.T) {
 	system := inCgroup(t, root, "system.slice/gt-bar.service")
 	dash := inCgroup(t, root, mgr+"-Hgt-evil.service")
 	glob := inCgroup(t, root, mgr+"gt x*.service")
+	// Below its own unit a delegated service names the cgroups: this is gt-baz.service, and
+	// the host's sshd.service is never asked about for it.
+	nested := inCgroup(t, root, "system.slice/gt-baz.service/payload/system.slice/sshd.service")
 	dir := t.TempDir()
 	var apps []scenario.App
-	for _, pid := range []int{user, system, dash, glob} {
+	for _, pid := range []int{user, system, dash, glob, nested} {
 		apps = append(apps, scenario.App{PID: pid, GPUUUID: "GPU-units-0", UsedMiB: 10, Name: "sleep"})
 	}
 	smi := scenario.SMI{
@@ -117,7 +120,7 @@ func TestProbeUserUnits(t *testing.T) {
 	}
 	props := "Id,LoadState,ActiveState,SubState,MainPID,Result"
 	want := [][]string{
-		{"show", "--no-pager", "-p", props, "--", "gt-bar.service"},
+		{"show", "--no-pager", "-p", props, "--", "gt-bar.service", "gt-baz.service"},
 		{"--user", "--machine=nobody@", "show", "--no-pager", "-p", props, "--", "gt-foo.service", "-Hgt-evil.service"},
 	}
 	if len(calls) != 2 || !sameArgs(calls[0], want[0]) || !sameArgs(calls[1], want[1]) {
@@ -141,6 +144,9 @@ func TestProbeUserUnits(t *testing.T) {
 		var wantUID *int
 		if p.PID == user || p.PID == dash || p.PID == glob {
 			wantUID = &[]int{65534}[0]
+		}
+		if p.PID == nested && p.Cgroup.Unit != "gt-baz.service" {
+			t.Errorf("PID %d in %s: unit %q, want gt-baz.service", p.PID, p.Cgroup.Path, p.Cgroup.Unit)
 		}
 		if (p.Cgroup.UserManagerUID == nil) != (wantUID == nil) {
 			t.Errorf("PID %d in %s: unit %s of user manager %v", p.PID, p.Cgroup.Path, p.Cgroup.Unit, p.Cgroup.UserManagerUID)
