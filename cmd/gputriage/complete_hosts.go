@@ -20,6 +20,9 @@ const (
 	completeMaxDepth     = 16
 )
 
+// systemKnownHosts are ssh's global known_hosts files (a variable for tests).
+var systemKnownHosts = []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"}
+
 // completeHostsCmd is the hidden `gputriage __complete-hosts` the completion scripts call: the
 // Host names without wildcards of ~/.ssh/config and the files it includes, then the names of
 // ~/.ssh/known_hosts and the system known_hosts that are not hashed, once each, sorted.
@@ -33,8 +36,8 @@ func completeHostsCmd(_ context.Context, _ []string, e *env) (int, error) {
 	}
 	hc := hostCollector{home: home, seen: map[string]bool{}}
 	hc.config(filepath.Join(home, ".ssh", "config"), 0)
-	for _, f := range []string{filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, ".ssh", "known_hosts2"),
-		"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"} {
+	for _, f := range append([]string{filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, ".ssh", "known_hosts2")},
+		systemKnownHosts...) {
 		hc.knownHosts(f)
 	}
 	sort.Strings(hc.names)

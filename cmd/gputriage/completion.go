@@ -71,11 +71,10 @@ func completionFlags(cmd string) []compFlag {
 		if f.Hidden {
 			return
 		}
-		usage := f.Usage
+		_, usage := flagVar(f)
 		if i := strings.IndexAny(usage, ":;("); i > 0 {
-			usage = usage[:i]
+			usage = usage[:i] // the first clause is enough beside a completion
 		}
-		_, usage = pflag.UnquoteUsage(&pflag.Flag{Usage: usage})
 		out = append(out, compFlag{long: f.Name, short: f.Shorthand, usage: strings.TrimSpace(usage),
 			value: f.NoOptDefVal == "", kind: valueKinds[f.Name]})
 	})

@@ -27,6 +27,8 @@ _gputriage() {
 	for _, k := range kinds {
 		fmt.Fprintf(&b, "\t%s)\n\t\t", strings.Join(flags[k], "|"))
 		switch {
+		case k == "":
+			b.WriteString("COMPREPLY=() # a value of the user's own")
 		case k == "file":
 			b.WriteString(`COMPREPLY=($(compgen -f -- "$cur"))`)
 		case k == "dir":
@@ -89,6 +91,8 @@ _gputriage() {
 	for _, k := range kinds {
 		fmt.Fprintf(&b, "\t(%s)\n\t\t", strings.Join(flags[k], "|"))
 		switch {
+		case k == "":
+			b.WriteString("_message value")
 		case k == "file":
 			b.WriteString("_files")
 		case k == "dir":

@@ -66,7 +66,7 @@ commands that would fix it. It never runs them.
 		{"HOSTS", hostsHelp}, {"SSH", sshHelp}, {"EXIT STATUS", exitStatusHelp}, {"EXAMPLES", examplesHelp},
 	} {
 		fmt.Fprintf(&b, ".SH \"%s\"\n", sec.title)
-		manText(&b, sec.text)
+		manText(&b, sec.title, sec.text)
 	}
 	b.WriteString(manTail)
 	return b.String()
@@ -111,12 +111,16 @@ func flagList(cmd string) string {
 	return strings.Join(names, ", ") + "."
 }
 
-// manText turns a help text (a heading line, then prose or indented two-column lines) into
-// roff: prose is filled, indented lines are kept as they are.
-func manText(b *strings.Builder, text string) {
+// manText turns a help text (a heading, then prose or indented two-column lines) into roff
+// under the section title: prose is filled, indented lines are kept as they are.
+func manText(b *strings.Builder, title, text string) {
 	lines := strings.Split(strings.TrimSpace(text), "\n")
-	if len(lines) > 0 && strings.HasSuffix(lines[0], ":") {
-		lines = lines[1:] // the heading, which the section title replaces
+	// The heading ("Exit status:" alone, or "Hosts: ..." before the prose) is the title's.
+	if head, rest, ok := strings.Cut(lines[0], ":"); ok && strings.EqualFold(head, title) {
+		lines[0] = strings.TrimSpace(rest)
+		if lines[0] == "" {
+			lines = lines[1:]
+		}
 	}
 	inNF := false
 	for _, l := range lines {

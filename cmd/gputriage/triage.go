@@ -46,7 +46,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "the `DURATION` each host gets, every phase included")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "explain informational findings in full, and detail every host of a fleet")
-	fs.CountVarP(&o.quiet, "quiet", "q", "for scripts: instead of the report, one line per host with problems; -qq: nothing, the exit status only")
+	fs.CountVarP(&o.quiet, "quiet", "q", "one line per host with problems instead of the report, for scripts; -qq: nothing, the exit status only")
 	o.out.addFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
