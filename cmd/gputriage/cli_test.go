@@ -327,3 +327,24 @@ func TestQuiet(t *testing.T) {
 		t.Errorf("-q --redact: exit %d, %q", code, errOut)
 	}
 }
+
+// TestExamplesQuoteRanges: every gputriage command shown in the README, docs/ and --help
+// quotes its host ranges, which zsh would refuse and bash could expand as globs.
+func TestExamplesQuoteRanges(t *testing.T) {
+	root := repoRoot(t)
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	help, _, _ := cli(t, nil, "--help")
+	texts := map[string]string{"--help": help}
+	for _, p := range append(docs, filepath.Join(root, "README.md")) {
+		texts[p] = string(mustRead(t, p))
+	}
+	unquoted := regexp.MustCompile(`(^|\s)[^\s'"]*\[[0-9][0-9,-]*\]`)
+	for name, text := range texts {
+		for _, line := range strings.Split(text, "\n") {
+			cmd := strings.TrimSpace(line)
+			if strings.HasPrefix(cmd, "gputriage ") && unquoted.MatchString(cmd) {
+				t.Errorf("%s: an unquoted host range: %s", name, cmd)
+			}
+		}
+	}
+}
