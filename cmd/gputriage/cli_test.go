@@ -242,6 +242,7 @@ func TestHostSelection(t *testing.T) {
 		{"-x only the exact user@host", []string{"-x", "u@gpu20", "-w", "^" + file}, "gpu20 u@gpu21"},
 		{"-w ^FILE", []string{"-w", "^" + file, "gpu01"}, "gpu01 gpu20 u@gpu21"},
 		{"-f - (stdin)", []string{"-f", "-"}, "gpu30 gpu31"},
+		{"a host named like a subcommand", []string{"--", "version", "help"}, "version help"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -88,24 +88,8 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 	if o.timeout <= 0 {
 		return exitUsage, usagef("--timeout must be positive, got %s", o.timeout)
 	}
-	remote := fs.NArg() > 0 || o.hosts.given()
-	sources := 0
-	for _, set := range []bool{o.replay != "", o.local, remote} {
-		if set {
-			sources++
-		}
-	}
-	switch {
-	case sources == 0:
-		return exitUsage, usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --replay PATH or --local")
-	case sources > 1:
-		return exitUsage, usagef("give only one of --replay, --local and host names")
-	case collectOnly && (!remote || o.ssh.save == ""):
-		return exitUsage, usagef("collect needs --save DIR and host names")
-	case (o.ssh.dryRun || o.ssh.save != "") && !remote:
-		return exitUsage, usagef("--dry-run and --save go with host names")
-	case len(o.hosts.exclude) > 0 && !remote:
-		return exitUsage, usagef("-x goes with host names")
+	if err := o.checkSources(fs.NArg() > 0, collectOnly); err != nil {
+		return exitUsage, err
 	}
 
 	tr := triager{job: job}
@@ -144,6 +128,31 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 		code = exitOK
 	}
 	return code, nil
+}
+
+// checkSources refuses a command line that names no source, or more than one: host names,
+// --replay or --local; and the flags that go with host names only.
+func (o *options) checkSources(hostArgs, collectOnly bool) error {
+	remote := hostArgs || o.hosts.given()
+	sources := 0
+	for _, set := range []bool{o.replay != "", o.local, remote} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --replay PATH or --local")
+	case sources > 1:
+		return usagef("give only one of --replay, --local and host names")
+	case collectOnly && (!remote || o.ssh.save == ""):
+		return usagef("collect needs --save DIR and host names")
+	case (o.ssh.dryRun || o.ssh.save != "") && !remote:
+		return usagef("--dry-run and --save go with host names")
+	case len(o.hosts.exclude) > 0 && !remote:
+		return usagef("-x goes with host names")
+	}
+	return nil
 }
 
 // remote resolves and sweeps the hosts named by args and flags (or, with --dry-run, prints
