@@ -163,7 +163,7 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		fmt.Fprint(e.stdout, usageText(args[0], width))
 	case helpTopics[args[0]] != "":
 		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
-	case args[0] == "help":
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
 		return exitUsage, usagef("help: no topic %q; topics: collect, explain, %s", args[0], strings.Join(helpTopicNames(), ", "))
