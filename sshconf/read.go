@@ -148,6 +148,9 @@ func readConfig(alias string, o Options, fsys fileSystem) (*conf, error) {
 		c.jump.set(o.Jump, "-J")
 	}
 	r := &reader{fs: fsys, o: o, alias: alias, c: c}
+	if err := r.commandLine(o.Opts); err != nil {
+		return nil, err
+	}
 	if err := r.readAll(); err != nil {
 		return nil, err
 	}
@@ -165,6 +168,31 @@ func readConfig(alias string, o Options, fsys fileSystem) (*conf, error) {
 		}
 	}
 	return c, nil
+}
+
+// commandLine applies -o options as ssh.c does: each is one config line,
+// always active, named "-o" and numbered by its place among the -o options.
+func (r *reader) commandLine(opts []string) error {
+	active := true
+	l := cfgLine{r: r, name: "-o", userConf: true}
+	for i, opt := range opts {
+		l.num = i + 1
+		if strings.ContainsAny(opt, "\r\n") {
+			return l.errorf("%q: one option per -o", opt)
+		}
+		tl := tokenize([]byte(opt))[0]
+		if tl.skip {
+			return l.errorf("empty option %q", opt)
+		}
+		switch tl.key {
+		case "host", "match", "include":
+			return l.errorf("%s directive not supported as a command-line option", tl.keyword)
+		}
+		if err := l.process(&tl, &active); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (r *reader) readAll() error {

@@ -31,7 +31,7 @@ var (
 )
 
 // Options says where the config comes from and carries the command-line
-// overrides; like ssh's -l, -p, -i and -J they win over any config file.
+// overrides; like ssh's -l, -p, -i, -J and -o they win over any config file.
 type Options struct {
 	// ConfigFile is ssh's -F: "" reads ~/.ssh/config then the system file
 	// (/etc/ssh/ssh_config), "none" reads no file at all.
@@ -47,6 +47,12 @@ type Options struct {
 	Port     int      // -p; 0 means not given
 	Identity []string // -i, in order; files that do not exist are dropped, as ssh does
 	Jump     string   // -J, "[user@]host[:port][,...]" or "none"
+	// Opts are -o options, in order, each one config line ("Key=Value" or
+	// "Key Value"). Like ssh, they are read before any config file (after
+	// -l, -p, -i and -J), so the first value given wins; Host, Match and
+	// Include are refused. They apply to the target only, not to its jump
+	// hops, which ssh reaches with a command line of their own.
+	Opts []string
 
 	// Getenv resolves ${VAR} in IdentityFile and UserKnownHostsFile; nil
 	// means no variable is set.

@@ -74,6 +74,7 @@ type cmdline struct {
 	port     int
 	identity []string
 	jump     string
+	options  []string // -o
 }
 
 func (c cmdline) args() []string {
@@ -86,6 +87,9 @@ func (c cmdline) args() []string {
 	}
 	for _, i := range c.identity {
 		a = append(a, "-i", i)
+	}
+	for _, o := range c.options {
+		a = append(a, "-o", o)
 	}
 	return a
 }
@@ -457,6 +461,29 @@ Match all
 			"gpu01": {"root@hop1:22", "u@hop2:2"},
 		},
 	},
+	{
+		// -o is read before the config file and the first value wins, -l over
+		// a later -o User; jump hops do not inherit the -o options.
+		name: "-o options",
+		config: `Host gpu01 hop
+  HostName 10.0.0.1
+  User cfguser
+  Port 2222
+  IdentityFile ~/.ssh/cfg_key
+  StrictHostKeyChecking yes
+  ConnectTimeout 30
+Host gpu02
+  ProxyJump hop
+`,
+		cl: cmdline{user: "cliuser", options: []string{"User=ouser", "Port 2022", "hostname=10.9.9.9", "Port=1",
+			"IdentityFile={{dir}}/o_key", "StrictHostKeyChecking=accept-new", "ConnectTimeout = 7",
+			"UserKnownHostsFile={{dir}}/kh1 {{dir}}/kh2", "HostKeyAlias=Alias01", "IdentitiesOnly=yes"}},
+		files:   map[string]string{"o_key": "not a real key\n"},
+		aliases: []string{"gpu01", "gpu02"},
+		chains: map[string][]string{
+			"gpu02": {"cfguser@10.0.0.1:2222"},
+		},
+	},
 }
 
 func TestResolveMatchesSSH(t *testing.T) {
@@ -481,12 +508,15 @@ func TestResolveMatchesSSH(t *testing.T) {
 				t.Fatal(err)
 			}
 			cl := tc.cl
-			cl.identity = nil
+			cl.identity, cl.options = nil, nil
 			for _, id := range tc.cl.identity {
 				cl.identity = append(cl.identity, fill(id))
 			}
+			for _, opt := range tc.cl.options {
+				cl.options = append(cl.options, fill(opt))
+			}
 			o := e.options(cfg)
-			o.User, o.Port, o.Identity, o.Jump = cl.user, cl.port, cl.identity, cl.jump
+			o.User, o.Port, o.Identity, o.Jump, o.Opts = cl.user, cl.port, cl.identity, cl.jump, cl.options
 			shared := NewConfig()
 			for _, alias := range tc.aliases {
 				h, err := Resolve(alias, o)
@@ -602,6 +632,13 @@ func TestResolveErrors(t *testing.T) {
 		{"jump loop", "Host a\n  ProxyJump b\nHost b\n  ProxyJump a\n", Options{}, ErrJump, "loop"},
 		{"self jump", "Host *\n  ProxyJump a\n", Options{}, ErrJump, "loop"},
 		{"bad -J", "", Options{Jump: "a,,b"}, ErrJump, "-J"},
+		{"bad -o port", "", Options{Opts: []string{"User=u", "Port=x"}}, ErrConfig, "-o line 2: bad port"},
+		{"-o Host", "", Options{Opts: []string{"Host=b"}}, ErrConfig, "Host directive not supported as a command-line option"},
+		{"-o Include", "", Options{Opts: []string{"Include /etc/passwd"}}, ErrConfig, "not supported as a command-line option"},
+		{"-o Match", "", Options{Opts: []string{"Match all"}}, ErrConfig, "not supported as a command-line option"},
+		{"empty -o", "", Options{Opts: []string{" "}}, ErrConfig, "empty option"},
+		{"-o newline", "", Options{Opts: []string{"User=a\nPort=2"}}, ErrConfig, "one option per -o"},
+		{"-o no value", "", Options{Opts: []string{"User"}}, ErrConfig, "no argument"},
 		{"include loop", "Include {{dir}}/config\n", Options{}, ErrConfig, "nested"},
 	}
 	for _, tc := range cases {

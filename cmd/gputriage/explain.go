@@ -7,20 +7,20 @@ import (
 	"os"
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/gputriage/gputriage/explain"
 	"github.com/gputriage/gputriage/report"
 )
 
-const explainUsage = `gputriage explain: what a GPU error message means, with its numbers decoded, and what to run next.
+const explainUsage = `gputriage explain: what a GPU error message means, with its numbers decoded,
+and what to run next.
 
 Usage:
-  gputriage explain [flags] 'ERROR TEXT'    the message as an argument
-  gputriage explain [flags] --file LOG      a file (a whole log is fine: the relevant lines are found)
-  gputriage explain [flags] < LOG           standard input (also: -)
-  gputriage explain --host gpu07 --file LOG also triage the host and tie the message to it: the
-                                            processes it names become their command lines, units, ages
+  gputriage explain [flags] 'ERROR TEXT'     the message as an argument
+  gputriage explain [flags] --file LOG       a file (a whole log is fine)
+  gputriage explain [flags] < LOG            standard input (also: -)
+  gputriage explain --host gpu07 --file LOG  also triage the host: the processes
+                                             the message names are shown with
+                                             their command lines, units, ages
 
 Flags:
 `
@@ -36,29 +36,20 @@ Exit status:
 // explainCmd is `gputriage explain`.
 func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	var o options
-	var file string
-	var hostArgs []string
-	fs := pflag.NewFlagSet("gputriage explain", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.SortFlags = false
-	fs.StringVar(&file, "file", "", "read the message from FILE")
-	fs.StringArrayVar(&hostArgs, "host", nil, "triage this host too and tie the message to it (repeatable; ranges allowed)")
-	o.addFlags(fs)
-	for _, n := range []string{"replay", "local", "save", "dry-run", "hosts-file"} {
-		_ = fs.MarkHidden(n)
+	fs, err := parseFlags("explain", &o, args)
+	if err != nil {
+		return exitUsage, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage, usagef("explain: %v", err)
-	}
+	file, hostArgs := o.explainFile, o.explainHosts
 	if o.help {
-		fmt.Fprint(e.stdout, explainUsage+fs.FlagUsages()+explainTail)
+		fmt.Fprint(e.stdout, usageText("explain", helpWidth(e)))
 		return exitOK, nil
+	}
+	if o.version {
+		return versionCmd(ctx, nil, e)
 	}
 	if _, err := o.renderer(); err != nil {
 		return exitUsage, err
-	}
-	if o.replay != "" || o.local || o.ssh.save != "" || o.ssh.dryRun || o.ssh.hostFile != "" {
-		return exitUsage, usagef("explain: --replay, --local, --save, --dry-run and -f do not apply; use --host")
 	}
 	var r io.Reader
 	switch {
@@ -92,7 +83,7 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	var hosts []report.Host
 	var ties []report.Tie
 	if len(hostArgs) > 0 {
-		ts, err := o.ssh.targets(hostArgs, e.stdin)
+		ts, err := o.hosts.targets(hostArgs, e.stdin)
 		if err != nil {
 			return exitUsage, err
 		}

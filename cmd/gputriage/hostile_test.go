@@ -102,14 +102,16 @@ func hostileCapture(sections ...string) []byte {
 	return []byte(hHeader + strings.Join(sections, "") + hDone)
 }
 
-// replay writes raw as t.TempDir()/NAME.capture and runs gputriage --replay on it.
+// replay writes raw as t.TempDir()/NAME.capture and runs gputriage --replay on that
+// directory, a saved sweep of one host: output that is not a capture is then that host's
+// failure, as in a live sweep (a lone file that is not a capture is a usage error).
 func replay(t *testing.T, name string, raw []byte, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), name+".capture")
-	if err := os.WriteFile(p, raw, 0o644); err != nil {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name+".capture"), raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code = cli(t, nil, append([]string{"--replay", p}, args...)...)
+	stdout, stderr, code = cli(t, nil, append([]string{"--replay", dir}, args...)...)
 	noCrash(t, stderr, code)
 	return stdout, stderr, code
 }

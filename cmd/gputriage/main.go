@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
+
+	"github.com/gputriage/gputriage/report"
 )
 
 // Exit statuses, documented in --help and the README.
@@ -79,15 +81,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}()
 	var err error
-	if len(args) > 0 && args[0] == "explain" {
-		code, err = explainCmd(ctx, args[1:], e)
+	helpCmd := "gputriage --help"
+	if c, ok := commandFor(args); ok {
+		code, err = c.run(ctx, args[1:], e)
+		if c.name == "collect" || c.name == "explain" {
+			helpCmd = "gputriage " + c.name + " --help"
+		}
 	} else {
-		code, err = dispatch(ctx, args, e)
+		code, err = dispatch(ctx, "", args, e)
 	}
 	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) {
-			fmt.Fprintf(stderr, "gputriage: %s\nRun 'gputriage --help' for usage.\n", ue.msg)
+			fmt.Fprintf(stderr, "gputriage: %s\nRun '%s' for usage.\n", report.Sanitize(ue.msg), helpCmd)
 			return exitUsage
 		}
 		fmt.Fprintf(stderr, "gputriage: %v\n", err)
@@ -96,4 +102,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 	return code
+}
+
+// commandFor finds the subcommand args start with. A host named like a subcommand is
+// triaged with `gputriage -- NAME`.
+func commandFor(args []string) (command, bool) {
+	if len(args) == 0 {
+		return command{}, false
+	}
+	return findCommand(args[0])
 }

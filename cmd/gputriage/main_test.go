@@ -336,14 +336,24 @@ func TestLocalHungDriver(t *testing.T) {
 }
 
 // Output that is not a capture (a login banner, a shell that ignored the script) means the
-// probe never ran: the host is reported failed, not triaged with nothing found.
+// probe never ran: in a saved sweep (a directory) the host is reported failed, not triaged
+// with nothing found; a lone file that is not a capture is a usage error (exit 2) that names
+// it, as the README says.
 func TestNotACapture(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "gpu01.capture")
+	dir := t.TempDir()
+	p := filepath.Join(dir, "gpu01.capture")
 	if err := os.WriteFile(p, []byte("Welcome to gpu01!\n\x1b[31mlast login\x00\xff\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, _, code := cli(t, nil, "--replay", p)
+	out, _, code := cli(t, nil, "--replay", dir)
 	if code != exitHostsFailed || !strings.Contains(out, "FAILED (probe: bad-output)") || strings.Contains(out, "\x1b") {
-		t.Errorf("exit %d:\n%q", code, out)
+		t.Errorf("directory: exit %d:\n%q", code, out)
+	}
+	for _, args := range [][]string{{"--replay", p}, {"--replay", p, "--format", "json"}, {"--replay", filepath.Join(repoRoot(t), "README.md")}} {
+		out, errOut, code := cli(t, nil, args...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "--replay "+args[1]+": ") ||
+			!strings.Contains(errOut, "not a gputriage capture") || strings.Contains(errOut, "\x1b") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
 	}
 }

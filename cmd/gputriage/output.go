@@ -6,9 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -22,8 +25,8 @@ type outputOptions struct {
 }
 
 func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.only, "only", "", "hosts whose details are shown: failed, findings or all (default: findings for several hosts, all for one; JSON: all)")
-	fs.StringVar(&o.sort, "sort", report.SortHost, "order of the details: host (as given) or severity (worst first)")
+	fs.StringVar(&o.only, "only", "", "`WHICH` hosts' details are shown: failed, findings or all (default: findings for several hosts, all for one; JSON: all)")
+	fs.StringVar(&o.sort, "sort", report.SortHost, "`ORDER` of the details: host (as given) or severity (worst first)")
 	fs.BoolVar(&o.redact, "redact", false, "replace hostnames, user names, IP addresses and home directories with placeholders, and leave raw captures out (the report only: --save keeps them)")
 	fs.BoolVar(&o.showSecrets, "show-secrets", false, "show credentials in command lines and URLs (--api-key VALUE, HF_TOKEN=..., user:password@) instead of *** (not with --redact)")
 	fs.StringVar(&o.output, "output", "", "write the report to `FILE` (replaced whole, mode 0644) instead of stdout")
@@ -65,6 +68,17 @@ func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, repo
 	}
 	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose,
 		Only: o.out.only, Sort: o.out.sort, Redact: o.out.redact, ShowSecrets: o.out.showSecrets}
+	if o.quiet > 0 {
+		// -q replaces the report on stdout; --output FILE still gets it.
+		if o.quiet == 1 {
+			if err := problemLines(e.stdout, hosts, o.out.showSecrets); err != nil {
+				return err
+			}
+		}
+		if o.out.output == "" {
+			return nil
+		}
+	}
 	if o.out.output == "" {
 		return render(e.stdout, hosts, ropt)
 	}
@@ -73,6 +87,47 @@ func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, repo
 		return err
 	}
 	return writeFileAtomic(o.out.output, b.Bytes())
+}
+
+// failureLine is how collect and -q name a failed host: "HOST: failed (PHASE: KIND) MESSAGE".
+// The message can carry the host's own words (its output, a ProxyCommand's stderr): it is
+// sanitized and, unless --show-secrets, its credentials are masked, as in every report.
+func failureLine(h report.Host, showSecrets bool) string {
+	msg := h.Err.Message
+	if !showSecrets {
+		msg = report.MaskSecrets(msg)
+	}
+	return fmt.Sprintf("%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), report.Sanitize(h.Err.Phase),
+		report.Sanitize(h.Err.Kind), report.Sanitize(msg))
+}
+
+// problemLines is -q's output: one line per host that makes the exit status non-zero, saying
+// why in stable words a script can match: "HOST: failed (PHASE: KIND) MESSAGE", or "HOST:" and
+// the codes of its findings at warning or worse with their severity, and "cannot take --tp N"
+// when no set of its GPUs can.
+func problemLines(w io.Writer, hosts []report.Host, showSecrets bool) error {
+	var b strings.Builder
+	for _, h := range hosts {
+		name := report.Sanitize(h.Name)
+		if h.Err != nil {
+			b.WriteString(failureLine(h, showSecrets))
+			continue
+		}
+		var why []string
+		for _, f := range h.Result.Findings {
+			if f.Severity >= diagnose.Warning && !slices.Contains(why, f.Severity.String()+" "+f.Code) {
+				why = append(why, f.Severity.String()+" "+f.Code)
+			}
+		}
+		if r := h.Readiness; r != nil && !r.Ready && r.Subset == nil {
+			why = append(why, fmt.Sprintf("cannot take --tp %d", r.Job.TP))
+		}
+		if len(why) > 0 {
+			fmt.Fprintf(&b, "%s: %s\n", name, strings.Join(why, ", "))
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // writeFileAtomic writes data to a temporary file beside path and renames it over path, so a

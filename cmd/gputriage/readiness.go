@@ -19,12 +19,12 @@ type readyOptions struct {
 }
 
 func (o *readyOptions) addFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.tp, "tp", 0, "check whether a tensor-parallel job of N GPUs per host would start, and on which GPUs")
-	fs.StringSliceVar(&o.engines, "engine", nil, "engines whose startup check --tp applies: sglang, vllm (default both)")
-	fs.Float64Var(&o.utilization, "gpu-memory-utilization", diagnose.DefaultGPUMemoryUtilization, "vLLM's --gpu-memory-utilization, for --tp")
-	fs.StringVar(&o.need, "need", "", "memory each GPU must have free for --tp, e.g. 80GiB or 70000MiB")
+	fs.IntVar(&o.tp, "tp", 0, "check whether a tensor-parallel job of `N` GPUs per host would start, and on which GPUs")
+	fs.StringSliceVar(&o.engines, "engine", nil, "`ENGINES` whose startup check --tp applies: sglang, vllm (default both)")
+	fs.Float64Var(&o.utilization, "gpu-memory-utilization", diagnose.DefaultGPUMemoryUtilization, "vLLM's --gpu-memory-utilization `FRACTION`, for --tp")
+	fs.StringVar(&o.need, "need", "", "memory each GPU must have free for --tp: a `SIZE` such as 80GiB or 70000MiB")
 	fs.StringVar(&o.contextOverhead, "context-overhead", strconv.FormatInt(diagnose.DefaultContextOverheadMiB, 10)+"MiB",
-		"memory each rank's CUDA context takes before the engines check, for --tp")
+		"memory (`SIZE`) each rank's CUDA context takes before the engines check, for --tp")
 }
 
 // job validates the flags; nil when --tp was not given.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -28,12 +27,13 @@ import (
 
 // sshOptions are the flags that choose and reach hosts over SSH.
 type sshOptions struct {
-	hostFile       string
 	configFile     string
 	user           string
 	port           int
 	identity       []string
 	jump           string
+	opts           []string // -o Key=Value
+	debug          bool     // --debug-ssh
 	fanout         int
 	connectTimeout time.Duration
 	acceptNew      bool
@@ -44,56 +44,20 @@ type sshOptions struct {
 }
 
 func (o *sshOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&o.hostFile, "hosts-file", "f", "", "read hosts from FILE, one per line (# comments; - for stdin)")
-	fs.StringVarP(&o.configFile, "config", "F", "", "ssh config file, like ssh -F (default ~/.ssh/config, then /etc/ssh/ssh_config)")
-	fs.StringVarP(&o.user, "login", "l", "", "user to log in as, like ssh -l")
-	fs.IntVarP(&o.port, "port", "p", 0, "port to connect to, like ssh -p")
-	fs.StringArrayVarP(&o.identity, "identity", "i", nil, "identity file, like ssh -i (repeatable)")
-	fs.StringVarP(&o.jump, "jump", "J", "", "jump hosts, like ssh -J [user@]host[:port][,...]")
-	fs.IntVar(&o.fanout, "fanout", sshexec.DefaultFanout, "hosts probed at once")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "TCP connect timeout per host (ConnectTimeout in ssh config wins)")
+	fs.StringVarP(&o.configFile, "config", "F", "", "ssh config `FILE`, like ssh -F (default ~/.ssh/config, then /etc/ssh/ssh_config)")
+	fs.StringVarP(&o.user, "login", "l", "", "`USER` to log in as, like ssh -l")
+	fs.IntVarP(&o.port, "port", "p", 0, "`PORT` to connect to, like ssh -p")
+	fs.StringArrayVarP(&o.identity, "identity", "i", nil, "identity `FILE`, like ssh -i (repeatable)")
+	fs.StringVarP(&o.jump, "jump", "J", "", "`JUMPS`, like ssh -J: [user@]host[:port][,...]")
+	fs.StringArrayVarP(&o.opts, "option", "o", nil, "ssh_config option as `Key=Value`, like ssh -o: before the config file, first value wins (repeatable)")
+	fs.IntVar(&o.fanout, "fanout", sshexec.DefaultFanout, "`N` hosts probed at once (pdsh's -f; here -f is a hosts file)")
+	fs.BoolVar(&o.debug, "debug-ssh", false, "print on stderr how each host is reached and how its connection ended, with its stderr")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "TCP connect `DURATION` per host (ConnectTimeout in ssh config wins)")
 	fs.BoolVar(&o.acceptNew, "accept-new", false, "trust and record unknown host keys (like StrictHostKeyChecking accept-new); a changed key is always refused")
 	fs.BoolVar(&o.askPassphrase, "ask-passphrase", false, "prompt for the passphrase of encrypted identity files the agent does not hold (terminal only)")
 	fs.BoolVar(&o.sudo, "sudo", false, "run the probe under sudo -n to see other users' processes; falls back to unprivileged when sudo wants a password")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print how each host would be reached (like ssh -G) and connect to none")
-	fs.StringVar(&o.save, "save", "", "also keep each host's raw capture in DIR/HOST.capture, for --replay")
-}
-
-// targets reads the host arguments and -f file and expands host lists, keeping order and
-// dropping duplicates.
-func (o *sshOptions) targets(args []string, stdin io.Reader) ([]hostlist.Target, error) {
-	all := append([]string(nil), args...)
-	if o.hostFile != "" {
-		var r io.Reader
-		if o.hostFile == "-" {
-			r = stdin
-		} else {
-			f, err := os.Open(o.hostFile)
-			if err != nil {
-				return nil, usagef("-f: %v", err)
-			}
-			defer f.Close()
-			r = f
-		}
-		sc := bufio.NewScanner(io.LimitReader(r, 64<<20))
-		for n := 1; sc.Scan(); n++ {
-			line := sc.Text()
-			if i := strings.IndexByte(line, '#'); i >= 0 {
-				line = line[:i]
-			}
-			for _, f := range strings.Fields(line) {
-				all = append(all, f)
-			}
-		}
-		if err := sc.Err(); err != nil {
-			return nil, usagef("-f %s: %v", o.hostFile, err)
-		}
-	}
-	ts, err := hostlist.ExpandAll(all)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	return ts, nil
+	fs.StringVar(&o.save, "save", "", "also keep each host's raw capture in `DIR`/HOST.capture, for --replay")
 }
 
 // resolved is one host as the user named it and as ssh_config resolves it.
@@ -113,7 +77,7 @@ func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 	out := make([]resolved, 0, len(ts))
 	for _, t := range ts {
 		so := sshconf.Options{ConfigFile: o.configFile, Home: home, LocalUser: local, LocalHost: lhost,
-			User: o.user, Port: o.port, Identity: o.identity, Jump: o.jump, Getenv: e.getenv}
+			User: o.user, Port: o.port, Identity: o.identity, Jump: o.jump, Opts: o.opts, Getenv: e.getenv}
 		if t.User != "" {
 			so.User = t.User
 		}
@@ -189,9 +153,14 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 			return b, err
 		}
 	}
+	var debug *sshDebug
+	if o.debug {
+		debug = &sshDebug{w: e.stderr}
+	}
 	targets := make([]sshexec.Target, len(hosts))
 	for i, h := range hosts {
 		targets[i] = o.target(h)
+		debug.route(h.label, targets[i], ag != nil, sopt)
 		for _, ig := range h.conf.Ignored {
 			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), ig)
 		}
@@ -202,6 +171,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	out := make([]report.Host, len(hosts))
 	notes := make([][]string, len(hosts)) // printed in host order once the sweep is over
 	sopt.Done = func(i int, r *sshexec.Result) {
+		debug.result(hosts[i].label, r)
 		out[i], notes[i] = o.finishHost(hosts[i].label, r, nonce)
 		sv.host(out[i])
 		tr.finish(&out[i])

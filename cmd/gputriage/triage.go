@@ -19,7 +19,7 @@ import (
 // the module's build info.
 var version = ""
 
-// options are the flags of the triage command.
+// options are the flags of the triage command; collect and explain use part of them (notFor).
 type options struct {
 	format  string
 	color   string
@@ -27,79 +27,49 @@ type options struct {
 	local   bool
 	timeout time.Duration
 	verbose bool
+	quiet   int
 	version bool
 	help    bool
+	hosts   hostOptions
 	ssh     sshOptions
 	out     outputOptions
 	ready   readyOptions
+
+	explainFile  string   // explain --file
+	explainHosts []string // explain --host
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.format, "format", "text", "report format: text, markdown or json")
-	fs.StringVar(&o.color, "color", "auto", "color in text output: auto, always or never (NO_COLOR is honored)")
-	fs.StringVar(&o.replay, "replay", "", "diagnose saved captures: a capture file, or a directory of HOST.capture files")
+	fs.StringVar(&o.format, "format", "text", "report `FORMAT`: text, markdown or json")
+	fs.StringVar(&o.color, "color", "auto", "`WHEN` to color text output: auto, always or never (NO_COLOR is honored)")
+	fs.StringVar(&o.replay, "replay", "", "diagnose the saved captures at `PATH`: a capture file, or a directory of HOST.capture files")
 	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "deadline for each host's probe")
+	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "the `DURATION` each host gets, every phase included")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "explain informational findings in full, and detail every host of a fleet")
+	fs.CountVarP(&o.quiet, "quiet", "q", "one line per host with problems instead of the report, for scripts; -qq: nothing, the exit status only")
 	o.out.addFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
+	o.hosts.addFlags(fs)
 	o.ssh.addFlags(fs)
 	o.ready.addFlags(fs)
 }
 
-const usageHead = `gputriage: why is GPU memory not where you expect it, who holds it, and what to do.
-
-Usage:
-  gputriage [flags] HOST...             triage hosts over SSH (ssh_config aliases, gpu[01-16] ranges)
-  gputriage collect --save DIR HOST...  only save each host's capture, for --replay later
-  gputriage --replay PATH [flags]       diagnose saved captures (a file or a directory)
-  gputriage --local [flags]             diagnose this machine, without SSH
-
-Hosts: HOST, user@HOST, HOST:PORT, user@[v6addr]:PORT, pdsh/Slurm ranges such as
-node[1-4,7,10-12] (at most 20000 hosts), comma lists, and -f FILE.
-
-Flags:
-`
-
-const usageTail = `
-Exit status:
-  0    no finding at warning or worse
-  1    findings at warning or worse; with --tp, also a host that cannot take the job
-  2    usage or configuration error
-  3    one or more hosts could not be triaged (takes precedence over 1)
-  4    internal error
-  130  interrupted; what was collected is still reported
-
-Examples:
-  gputriage --replay fixtures/ct200.capture
-  gputriage gpu[01-16]
-  gputriage -f hosts.txt --sudo --format markdown > ticket.md
-  gputriage --dry-run -F ~/.ssh/config gpu01
-  gputriage gpu[01-16] --tp 8 --engine sglang     which hosts can start a TP-8 SGLang job?
-  gputriage collect --save sweep-2026-11-30 gpu[01-16] && gputriage --replay sweep-2026-11-30
-`
-
-func dispatch(ctx context.Context, args []string, e *env) (int, error) {
-	collectOnly := len(args) > 0 && args[0] == "collect"
-	if collectOnly {
-		args = args[1:]
-	}
+// dispatch runs the triage command, or collect (cmd "collect"): the same sweep, but it only
+// saves each host's capture.
+func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, error) {
+	collectOnly := cmd == "collect"
 	var o options
-	fs := pflag.NewFlagSet("gputriage", pflag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.SortFlags = false
-	o.addFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return exitUsage, usagef("%v", err)
+	fs, err := parseFlags(cmd, &o, args)
+	if err != nil {
+		return exitUsage, err
 	}
 	if o.help {
-		fmt.Fprint(e.stdout, usageHead+fs.FlagUsages()+usageTail)
+		fmt.Fprint(e.stdout, usageText(cmd, helpWidth(e)))
 		return exitOK, nil
 	}
 	if o.version {
-		fmt.Fprintf(e.stdout, "gputriage %s\n", buildVersion())
-		return exitOK, nil
+		return versionCmd(ctx, nil, e)
 	}
 	render, err := o.renderer()
 	if err != nil {
@@ -108,6 +78,9 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 	if err := o.out.check(); err != nil {
 		return exitUsage, err
 	}
+	if o.quiet == 1 && o.out.redact && o.out.output == "" {
+		return exitUsage, usagef("-q prints host names and --redact hides them: give --output FILE for the redacted report")
+	}
 	job, err := o.ready.job(fs)
 	if err != nil {
 		return exitUsage, err
@@ -115,22 +88,8 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 	if o.timeout <= 0 {
 		return exitUsage, usagef("--timeout must be positive, got %s", o.timeout)
 	}
-	remote := fs.NArg() > 0 || o.ssh.hostFile != ""
-	sources := 0
-	for _, set := range []bool{o.replay != "", o.local, remote} {
-		if set {
-			sources++
-		}
-	}
-	switch {
-	case sources == 0:
-		return exitUsage, usagef("nothing to triage: give host names, -f FILE, --replay PATH or --local")
-	case sources > 1:
-		return exitUsage, usagef("give only one of --replay, --local and host names")
-	case collectOnly && (!remote || o.ssh.save == ""):
-		return exitUsage, usagef("collect needs --save DIR and host names")
-	case (o.ssh.dryRun || o.ssh.save != "") && !remote:
-		return exitUsage, usagef("--dry-run and --save go with host names")
+	if err := o.checkSources(fs.NArg() > 0, collectOnly); err != nil {
+		return exitUsage, err
 	}
 
 	tr := triager{job: job}
@@ -149,54 +108,17 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 		tr.finish(&h)
 		hosts = []report.Host{h}
 	default:
-		ts, err := o.ssh.targets(fs.Args(), e.stdin)
-		if err != nil {
-			return exitUsage, err
-		}
-		if len(ts) == 0 {
-			return exitUsage, usagef("no hosts given")
-		}
-		res, err := o.ssh.resolve(ts, e)
-		if err != nil {
-			return exitUsage, err
-		}
-		if o.ssh.dryRun {
-			if err := dryRun(e.stdout, res, o.format); err != nil {
-				return exitInternal, err
-			}
-			return exitOK, nil
-		}
-		var sv *saver
-		if o.ssh.save != "" {
-			if sv, err = newSaver(o.ssh.save); err != nil {
-				return exitInternal, fmt.Errorf("--save: %w", err)
-			}
-		}
-		hosts, err = o.ssh.sweep(ctx, res, o.timeout, tr, sv, e)
-		if err != nil {
-			return exitUsage, err
-		}
-		if err := sv.finish(hosts); err != nil {
-			return exitInternal, fmt.Errorf("--save: %w", err)
+		var code int
+		hosts, code, err = o.remote(ctx, fs.Args(), tr, e)
+		if err != nil || hosts == nil {
+			return code, err
 		}
 	}
 
 	if collectOnly {
-		for _, h := range hosts {
-			if h.Err != nil {
-				msg := h.Err.Message
-				if !o.out.showSecrets {
-					msg = report.MaskSecrets(msg)
-				}
-				fmt.Fprintf(e.stdout, "%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), h.Err.Phase, h.Err.Kind, report.Sanitize(msg))
-			} else {
-				fmt.Fprintf(e.stdout, "%s: saved %d bytes\n", report.Sanitize(h.Name), max(h.CaptureSize, len(h.Capture)))
-			}
-		}
-	} else {
-		if err := o.writeReport(e, render, hosts); err != nil {
-			return exitInternal, fmt.Errorf("writing the report: %w", err)
-		}
+		o.collected(e.stdout, hosts)
+	} else if err := o.writeReport(e, render, hosts); err != nil {
+		return exitInternal, fmt.Errorf("writing the report: %w", err)
 	}
 	if ctx.Err() != nil {
 		return exitInterrupted, nil
@@ -206,6 +128,80 @@ func dispatch(ctx context.Context, args []string, e *env) (int, error) {
 		code = exitOK
 	}
 	return code, nil
+}
+
+// checkSources refuses a command line that names no source, or more than one: host names,
+// --replay or --local; and the flags that go with host names only.
+func (o *options) checkSources(hostArgs, collectOnly bool) error {
+	remote := hostArgs || o.hosts.given()
+	sources := 0
+	for _, set := range []bool{o.replay != "", o.local, remote} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --replay PATH or --local")
+	case sources > 1:
+		return usagef("give only one of --replay, --local and host names")
+	case collectOnly && (!remote || o.ssh.save == ""):
+		return usagef("collect needs --save DIR and host names")
+	case (o.ssh.dryRun || o.ssh.save != "") && !remote:
+		return usagef("--dry-run and --save go with host names")
+	case len(o.hosts.exclude) > 0 && !remote:
+		return usagef("-x goes with host names")
+	}
+	return nil
+}
+
+// remote resolves and sweeps the hosts named by args and flags (or, with --dry-run, prints
+// how they would be reached and returns no hosts).
+func (o *options) remote(ctx context.Context, args []string, tr triager, e *env) ([]report.Host, int, error) {
+	ts, err := o.hosts.targets(args, e.stdin)
+	if err != nil {
+		return nil, exitUsage, err
+	}
+	if len(ts) == 0 {
+		return nil, exitUsage, usagef("no hosts given (or -x left none)")
+	}
+	res, err := o.ssh.resolve(ts, e)
+	if err != nil {
+		return nil, exitUsage, err
+	}
+	if o.ssh.dryRun {
+		if err := dryRun(e.stdout, res, o.format); err != nil {
+			return nil, exitInternal, err
+		}
+		return nil, exitOK, nil
+	}
+	var sv *saver
+	if o.ssh.save != "" {
+		if sv, err = newSaver(o.ssh.save); err != nil {
+			return nil, exitInternal, fmt.Errorf("--save: %w", err)
+		}
+	}
+	hosts, err := o.ssh.sweep(ctx, res, o.timeout, tr, sv, e)
+	if err != nil {
+		return nil, exitUsage, err
+	}
+	if err := sv.finish(hosts); err != nil {
+		return nil, exitInternal, fmt.Errorf("--save: %w", err)
+	}
+	return hosts, exitOK, nil
+}
+
+// collected prints collect's one line per host: -q keeps only the failed ones, -qq none.
+func (o *options) collected(w io.Writer, hosts []report.Host) {
+	for _, h := range hosts {
+		switch {
+		case o.quiet >= 2:
+		case h.Err != nil:
+			io.WriteString(w, failureLine(h, o.out.showSecrets))
+		case o.quiet == 0:
+			fmt.Fprintf(w, "%s: saved %d bytes\n", report.Sanitize(h.Name), max(h.CaptureSize, len(h.Capture)))
+		}
+	}
 }
 
 // exitStatus is 3 when any host failed, else 1 when any finding is a warning or worse, or
@@ -319,7 +315,7 @@ func diagnoseCapture(name string, raw []byte) report.Host {
 }
 
 // replayHosts reads a capture file, or a directory saved by --save/collect (or any directory
-// of HOST.capture files).
+// of HOST.capture files). A file that is not a capture is a usage error.
 func replayHosts(path string, tr triager) ([]report.Host, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -337,6 +333,11 @@ func replayHosts(path string, tr triager) ([]report.Host, error) {
 		return nil, usagef("--replay: %v", err)
 	}
 	h := diagnoseCapture(hostFromCaptureFile(path), raw)
+	if h.Err != nil && h.Err.Kind == "bad-output" {
+		// The user named the wrong file. (In a directory, a saved sweep, such a file is one
+		// host's bad record and the others are still reported.)
+		return nil, usagef("--replay %s: %s", path, h.Err.Message)
+	}
 	tr.finish(&h)
 	return []report.Host{h}, nil
 }

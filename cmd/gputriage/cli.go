@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// command is one subcommand. The default command (triage) has no name.
+type command struct {
+	name    string
+	usage   string // the synopsis after "gputriage "
+	summary string
+	run     func(ctx context.Context, args []string, e *env) (int, error)
+	hidden  bool // for the completion scripts and the man page's build only
+}
+
+// commands lists every subcommand, in the order usage shows them. It is a function, not a
+// variable, because help reads it.
+func commands() []command {
+	return []command{
+		{name: "collect", usage: "collect --save DIR HOST...", summary: "only save each host's capture",
+			run: func(ctx context.Context, args []string, e *env) (int, error) {
+				return dispatch(ctx, "collect", args, e)
+			}},
+		{name: "explain", usage: "explain 'ERROR TEXT'", summary: "what a GPU error message means", run: explainCmd},
+		{name: "help", usage: "help [TOPIC]", summary: "help on a command or a topic", run: helpCmd},
+		{name: "version", usage: "version", summary: "version, build and probe details", run: versionCmd},
+		{name: "completion", usage: "completion bash|zsh|fish", summary: "a shell completion script", run: completionCmd},
+		{name: "__complete-hosts", hidden: true, run: completeHostsCmd},
+		{name: "__man", hidden: true, run: manCmd},
+	}
+}
+
+func findCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// notFor names, per command, the flags of options that do not apply to it: hidden from its
+// --help, and refused when given.
+var notFor = map[string][]string{
+	"collect": {"format", "color", "replay", "local", "verbose", "only", "sort", "redact", "show-secrets", "output",
+		"tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
+	"explain": {"replay", "local", "save", "dry-run", "hosts-file", "hosts", "exclude", "quiet", "only", "sort", "redact",
+		"output", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
+}
+
+// flagSet returns the flags of cmd ("" for triage), bound to o.
+func flagSet(cmd string, o *options) *pflag.FlagSet {
+	name := strings.TrimSpace("gputriage " + cmd)
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	if cmd == "explain" {
+		fs.StringVar(&o.explainFile, "file", "", "read the message from `FILE`")
+		fs.StringArrayVar(&o.explainHosts, "host", nil, "triage `HOST` too and tie the message to it (repeatable; ranges allowed)")
+	}
+	o.addFlags(fs)
+	for _, n := range notFor[cmd] {
+		if err := fs.MarkHidden(n); err != nil {
+			panic(fmt.Sprintf("notFor[%q]: %v", cmd, err)) // a programming error, caught by every test
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args for cmd and refuses the flags that do not apply to it.
+func parseFlags(cmd string, o *options, args []string) (*pflag.FlagSet, error) {
+	fs := flagSet(cmd, o)
+	prefix := ""
+	if cmd != "" {
+		prefix = cmd + ": "
+	}
+	if err := fs.Parse(args); err != nil {
+		return fs, usagef("%s%v", prefix, err)
+	}
+	var bad []string
+	fs.Visit(func(f *pflag.Flag) {
+		if f.Hidden {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return fs, usagef("%s%s: not a flag of gputriage %s", prefix, strings.Join(bad, ", "), cmd)
+	}
+	return fs, nil
+}
+
+// helpWidth is the width --help wraps to: the terminal's, else 80 columns.
+func helpWidth(e *env) int {
+	if tty, w := e.isTerminal(e.stdout); tty && w >= 40 {
+		return w
+	}
+	return 80
+}
+
+// usageText is the whole --help of cmd ("" for triage), its flags wrapped to width.
+func usageText(cmd string, width int) string {
+	var o options
+	fs := flagSet(cmd, &o)
+	flags := flagUsages(fs, width)
+	switch cmd {
+	case "collect":
+		return collectUsage + flags + collectTail
+	case "explain":
+		return explainUsage + flags + explainTail
+	}
+	return usageHead + commandList() + hostsHelp + "\nFlags:\n" + flags + exitStatusHelp + examplesHelp
+}
+
+// commandList is the Usage block: every subcommand with its summary.
+func commandList() string {
+	var b strings.Builder
+	b.WriteString("Usage:\n")
+	line := func(u, s string) { fmt.Fprintf(&b, "  gputriage %-26s %s\n", u, s) }
+	line("[flags] HOST...", "triage hosts over SSH")
+	line("--replay PATH [flags]", "diagnose saved captures (file or dir)")
+	line("--local [flags]", "diagnose this machine, without SSH")
+	for _, c := range commands() {
+		if !c.hidden {
+			line(c.usage, c.summary)
+		}
+	}
+	return b.String()
+}
+
+// helpTopics are what `gputriage help TOPIC` knows besides the commands.
+var helpTopics = map[string]string{
+	"hosts":       hostsHelp,
+	"exit-status": exitStatusHelp,
+	"ssh":         sshHelp,
+	"completion":  completionHelp,
+	"version":     "gputriage version (or --version) prints gputriage's module version, the VCS revision and\ntime it was built from, the Go version, and the probe's version, capture format and hash.\n",
+}
+
+func helpTopicNames() []string {
+	var names []string
+	for n := range helpTopics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// helpCmd is `gputriage help [TOPIC]`.
+func helpCmd(_ context.Context, args []string, e *env) (int, error) {
+	width := helpWidth(e)
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(e.stdout, usageText("", width))
+	case len(args) > 1:
+		return exitUsage, usagef("help: one topic at a time")
+	case args[0] == "collect" || args[0] == "explain":
+		fmt.Fprint(e.stdout, usageText(args[0], width))
+	case helpTopics[args[0]] != "":
+		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
+		fmt.Fprint(e.stdout, commandList())
+	default:
+		return exitUsage, usagef("help: no topic %q; topics: collect, explain, %s", args[0], strings.Join(helpTopicNames(), ", "))
+	}
+	return exitOK, nil
+}
+
+const usageHead = `gputriage: why is GPU memory not where you expect, who holds it, and what to do.
+
+`
+
+const hostsHelp = `
+Hosts: HOST, user@HOST, HOST:PORT, user@[v6addr]:PORT, ssh_config aliases,
+pdsh/Slurm ranges such as 'node[1-4,7,10-12]' (at most 20000 hosts), comma
+lists, -w HOSTS, -w ^FILE, -f FILE (one per line, # comments, - for stdin);
+-x HOSTS leaves hosts out. Quote ranges: zsh refuses an unmatched [..] glob,
+and bash expands it when a file matches.
+`
+
+const sshHelp = `
+SSH: gputriage reaches each host as ssh would (it reads ~/.ssh/config, or -F FILE) but in
+process, without the ssh binary. -l, -p, -i, -J and -o Key=Value work like ssh's and win
+over the config file; for -o the first value given wins. Host keys are always checked
+against known_hosts (--accept-new records unknown ones; a changed key is always refused).
+--dry-run prints what each host resolves to and connects to none; --debug-ssh prints on
+stderr how each host was reached and how its connection ended, with what it wrote on
+stderr.
+`
+
+const exitStatusHelp = `
+Exit status:
+  0    no finding at warning or worse
+  1    findings at warning or worse; with --tp, a host that cannot take the job
+  2    usage or configuration error (a --replay file that is not a capture, too)
+  3    one or more hosts could not be triaged (takes precedence over 1)
+  4    internal error
+  130  interrupted; what was collected is still reported
+`
+
+const examplesHelp = `
+Examples:
+  gputriage --replay fixtures/ct200.capture
+  gputriage 'gpu[01-16]'
+  gputriage -q 'gpu[01-16]' || echo 'some host needs a look'
+  gputriage -w 'gpu[01-16]' -x gpu07 --fanout 8
+  gputriage -f hosts.txt --sudo --format markdown > ticket.md
+  gputriage --dry-run -F ~/.ssh/config -o User=admin gpu01
+  gputriage 'gpu[01-16]' --tp 8 --engine sglang   # who can start a TP-8 job?
+  gputriage collect --save sweep-2026-11-30 'gpu[01-16]'
+  gputriage --replay sweep-2026-11-30
+`
+
+const collectUsage = `gputriage collect: save each host's capture, for gputriage --replay later.
+Nothing is diagnosed or reported but one line per host: saved, or why it failed.
+
+Usage:
+  gputriage collect --save DIR [flags] HOST...
+
+Flags:
+`
+
+const collectTail = `
+Exit status:
+  0    every host's capture was saved
+  2    usage or configuration error
+  3    one or more hosts could not be probed (DIR/HOST.error says why)
+  130  interrupted; what was collected is saved
+`
+
+// flagUsages lists the visible flags of fs, their descriptions wrapped to width columns.
+// (pflag's own listing writes --flag[=true|false] for every switch.)
+func flagUsages(fs *pflag.FlagSet, width int) string {
+	type row struct{ left, right string }
+	var rows []row
+	col := 0
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		left := "      --" + f.Name
+		if f.Shorthand != "" {
+			left = "  -" + f.Shorthand + ", --" + f.Name
+		}
+		varname, usage := flagVar(f)
+		if varname != "" {
+			left += " " + varname
+		}
+		if d := flagDefault(f); d != "" {
+			usage += " (default " + d + ")"
+		}
+		rows = append(rows, row{left, usage})
+		col = max(col, len(left))
+	})
+	col = min(col, 32) + 2
+	if width-col < 30 {
+		col = 10 // a narrow terminal: each description under its flag
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		lines := wrapWords(r.right, max(width-col, 20))
+		if len(r.left)+2 > col {
+			b.WriteString(r.left + "\n")
+			r.left = ""
+		}
+		for i, l := range lines {
+			if i > 0 {
+				r.left = ""
+			}
+			fmt.Fprintf(&b, "%-*s%s\n", col, r.left, l)
+		}
+	}
+	return b.String()
+}
+
+// flagVar is the name of a flag's value ("" for a switch) and its usage without backquotes.
+func flagVar(f *pflag.Flag) (string, string) {
+	name, usage := pflag.UnquoteUsage(f)
+	if f.NoOptDefVal != "" { // a switch (bool) or a counter (-q, -qq)
+		name = ""
+	}
+	return name, usage
+}
+
+// flagDefault is a flag's default as --help and the man page show it; "" when it is the
+// zero value.
+func flagDefault(f *pflag.Flag) string {
+	switch f.DefValue {
+	case "", "false", "0", "[]":
+		return ""
+	}
+	return f.DefValue
+}
+
+// wrapWords breaks s into lines of at most width columns, at spaces.
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(lines, line)
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// versionCmd is `gputriage version` (and --version): what a bug report needs to name the
+// build exactly.
+func versionCmd(_ context.Context, args []string, e *env) (int, error) {
+	if len(args) > 0 {
+		if args[0] == "-h" || args[0] == "--help" {
+			fmt.Fprint(e.stdout, helpTopics["version"])
+			return exitOK, nil
+		}
+		return exitUsage, usagef("version takes no arguments, got %q", args[0])
+	}
+	fmt.Fprint(e.stdout, versionText(readBuildInfo()))
+	return exitOK, nil
+}
+
+// buildFacts is what the binary knows about its own build.
+type buildFacts struct {
+	module, version, revision, time, goVersion string
+	modified                                   bool
+}
+
+func readBuildInfo() buildFacts {
+	f := buildFacts{module: "github.com/gputriage/gputriage", version: buildVersion(), goVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return f
+	}
+	f.module, f.goVersion = bi.Main.Path, bi.GoVersion
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			f.revision = s.Value
+		case "vcs.time":
+			f.time = s.Value
+		case "vcs.modified":
+			f.modified = s.Value == "true"
+		}
+	}
+	return f
+}
+
+func versionText(f buildFacts) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gputriage %s\n", f.version)
+	fmt.Fprintf(&b, "  module:    %s %s\n", f.module, f.version)
+	switch {
+	case f.revision == "":
+		b.WriteString("  revision:  unknown (built without VCS stamping: go build -buildvcs=true)\n")
+	case f.modified:
+		fmt.Fprintf(&b, "  revision:  %s (with uncommitted changes)\n", f.revision)
+	default:
+		fmt.Fprintf(&b, "  revision:  %s\n", f.revision)
+	}
+	if f.time != "" {
+		fmt.Fprintf(&b, "  time:      %s\n", f.time)
+	}
+	fmt.Fprintf(&b, "  go:        %s %s/%s\n", f.goVersion, runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(&b, "  probe:     %s\n", probeVersion(parse.ProbeScript))
+	return b.String()
+}
+
+var (
+	probeVersionRE  = regexp.MustCompile(`probe_version=([0-9A-Za-z._-]+)`)
+	captureFormatRE = regexp.MustCompile(`capture format (v[0-9]+)`)
+)
+
+// probeVersion names the embedded probe: the version it reports, the capture format it
+// writes (both read from the script itself) and the script's hash, which tells apart two
+// builds whose probes differ without a version bump.
+func probeVersion(script string) string {
+	ver, format := "unknown", "unknown"
+	if m := probeVersionRE.FindStringSubmatch(script); m != nil {
+		ver = m[1]
+	}
+	if m := captureFormatRE.FindStringSubmatch(script); m != nil {
+		format = m[1]
+	}
+	sum := sha256.Sum256([]byte(script))
+	return fmt.Sprintf("version %s, capture format %s, sha256 %s", ver, format, hex.EncodeToString(sum[:6]))
+}
