@@ -128,7 +128,7 @@ func TestVersion(t *testing.T) {
 	}
 	probe := regexp.MustCompile(`probe_version=(\w+)`).FindStringSubmatch(parse.ProbeScript)
 	for _, want := range []string{"github.com/gputriage/gputriage", runtime.Version(),
-		"probe:     version " + probe[1] + ", capture format v1, sha256 "} {
+		"probe:     version " + probe[1] + ", capture format v2, sha256 "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("version lacks %q:\n%s", want, out)
 		}
