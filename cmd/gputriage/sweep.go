@@ -192,8 +192,8 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	targets := make([]sshexec.Target, len(hosts))
 	for i, h := range hosts {
 		targets[i] = o.target(h)
-		for _, ig := range h.conf.Ignored {
-			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), ig)
+		for _, n := range h.conf.Notes {
+			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), n)
 		}
 		if h.conf.StrictHostKeyChecking == "no" {
 			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking no is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label))
@@ -502,7 +502,10 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 		h := r.conf
 		j := jsonHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
 			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{},
-			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: nonNil(h.Ignored)}
+			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: []string{}}
+		for _, n := range h.Notes {
+			j.Ignored = append(j.Ignored, n.String())
+		}
 		for _, hop := range h.ProxyJump {
 			j.ProxyJump = append(j.ProxyJump, hop.Alias)
 		}
