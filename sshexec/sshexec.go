@@ -41,6 +41,14 @@ type Target struct {
 	KnownHostsFiles []string      // the user's files (UserKnownHostsFile); AcceptNew records in the first
 	HostKeyAlias    string        // name to look up in known_hosts instead of HostName[:Port]
 	ConnectTimeout  time.Duration // TCP connect only; 0 = Options.ConnectTimeout
+	// ProxyCommand, when set, carries the connection instead of TCP, as ssh's ProxyCommand:
+	// the command (its %tokens expanded) runs as `Options.Shell -c "exec COMMAND"` in a
+	// process group of its own, SSH is spoken over its stdin and stdout, and it is ended with
+	// the host or at its deadline; its exit status and the end of its stderr explain a
+	// failure. In a chain only the outermost hop may have one. "-" is refused.
+	ProxyCommand string
+	// ProxyUseFdpass: the ProxyCommand would pass a socket; not supported, the host fails.
+	ProxyUseFdpass bool
 	// AcceptNew is StrictHostKeyChecking=accept-new for this host alone (Options.AcceptNew
 	// applies it to all). It never overrides a changed key.
 	AcceptNew bool
@@ -58,6 +66,7 @@ type Options struct {
 	Timeout        time.Duration // per host, every phase: dial, handshake, auth, run; 0 = DefaultTimeout
 	ConnectTimeout time.Duration // TCP connect of each hop; 0 = DefaultConnectTimeout (capped by Timeout)
 	Fanout         int           // hosts in flight at once; 0 = DefaultFanout
+	Shell          string        // runs each ProxyCommand, as the user's $SHELL does for ssh; "" = /bin/sh
 
 	// Agent is the one agent connection the whole sweep shares (see AgentFromEnv); nil for none.
 	// It is only asked to list and to sign: agent forwarding is never requested.
