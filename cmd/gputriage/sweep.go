@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -135,7 +138,7 @@ func (o *sshOptions) target(r resolved) sshexec.Target {
 		t := sshexec.Target{Name: name, HostName: h.HostName, Port: h.Port, User: h.User,
 			IdentityFiles: h.IdentityFiles, IdentitiesOnly: h.IdentitiesOnly,
 			KnownHostsFiles: h.UserKnownHostsFiles, GlobalKnownHostsFiles: h.GlobalKnownHostsFiles, HostKeyAlias: h.HostKeyAlias,
-			ConnectTimeout: h.ConnectTimeout,
+			ConnectTimeout: h.ConnectTimeout, ProxyCommand: h.ProxyCommandLine, ProxyUseFdpass: h.ProxyUseFdpass,
 			// "no" and "ask" are not honored: a sweep never skips the check and never prompts.
 			AcceptNew: o.acceptNew || h.StrictHostKeyChecking == "accept-new"}
 		for _, hop := range h.ProxyJump {
@@ -170,6 +173,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		Fanout:         fanoutWithin(o.fanout, len(hosts), e),
 		AcceptNew:      o.acceptNew,
 		Head:           headCheck(nonce),
+		Shell:          e.getenv("SHELL"), // a ProxyCommand runs in the user's shell, as ssh runs it
 	}
 	if ag != nil {
 		sopt.Agent = ag
@@ -192,17 +196,13 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	targets := make([]sshexec.Target, len(hosts))
 	for i, h := range hosts {
 		targets[i] = o.target(h)
-		for _, n := range h.conf.Notes {
-			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), n)
-		}
-		if h.conf.StrictHostKeyChecking == "no" {
-			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking no is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label))
-		}
 	}
+	printConfigNotes(e.stderr, hosts)
 	out := make([]report.Host, len(hosts))
 	notes := make([][]string, len(hosts)) // printed in host order once the sweep is over
 	sopt.Done = func(i int, r *sshexec.Result) {
 		out[i], notes[i] = o.finishHost(hosts[i].label, r, nonce)
+		blameConfig(out[i].Err, hosts[i].conf)
 		sv.host(out[i])
 		tr.finish(&out[i])
 		r.Stdout, r.Stderr = nil, nil
@@ -219,6 +219,67 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		}
 	}
 	return out, nil
+}
+
+// strictNoNote is said of the hosts whose config turns host key checking off.
+const strictNoNote = "StrictHostKeyChecking no: not honored: host keys are always checked (use --accept-new to record unknown ones)"
+
+// printConfigNotes names, once for the sweep, each config line gputriage does not act on that
+// changes how a host is reached, folding the hosts it applies to:
+// "ProxyUseFdpass (~/.ssh/config:12): ...; used by gpu[01-16]".
+func printConfigNotes(w io.Writer, hosts []resolved) {
+	var order []string
+	used := map[string][]string{}
+	add := func(msg, label string) {
+		if _, ok := used[msg]; !ok {
+			order = append(order, msg)
+		}
+		used[msg] = append(used[msg], label)
+	}
+	for _, h := range hosts {
+		for _, n := range configNotes(h.conf) {
+			add(n.String(), h.label)
+		}
+		if h.conf.StrictHostKeyChecking == "no" {
+			add(strictNoNote, h.label)
+		}
+	}
+	for _, msg := range order {
+		fmt.Fprintf(w, "gputriage: %s; used by %s\n", report.Sanitize(msg), report.Sanitize(hostlist.Fold(used[msg])))
+	}
+}
+
+// configNotes are the notes of a host and of the jump hosts on its way, each once.
+func configNotes(h sshconf.Host) []sshconf.Note {
+	out := slices.Clone(h.Notes)
+	for _, hop := range h.ProxyJump {
+		for _, n := range configNotes(hop) {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// blameConfig adds to a failure on the way to a host the config lines gputriage did not honor
+// for it: one of them may be why ssh reaches the host and gputriage does not.
+func blameConfig(he *report.HostError, h sshconf.Host) {
+	if he == nil {
+		return
+	}
+	switch he.Phase {
+	case sshexec.PhaseResolve, sshexec.PhaseConnect, sshexec.PhaseHandshake, sshexec.PhaseHostKey, sshexec.PhaseAuth:
+	default:
+		return
+	}
+	var lines []string
+	for _, n := range configNotes(h) {
+		lines = append(lines, n.Keyword+" ("+n.Where+")")
+	}
+	if len(lines) > 0 {
+		he.Message += "; gputriage did not honor this host's " + strings.Join(lines, ", ") + ", which may be why"
+	}
 }
 
 // finishHost turns one host's SSH result into its report host, whole (the raw capture with
@@ -488,7 +549,9 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 		User            string   `json:"user"`
 		IdentityFiles   []string `json:"identity_files"`
 		IdentitiesOnly  bool     `json:"identities_only"`
-		ProxyJump       []string `json:"proxy_jump"`
+		ProxyJump       []string `json:"proxy_jump"`       // each hop as user@hostname:port
+		ProxyJumpHosts  []string `json:"proxy_jump_hosts"` // each hop as named
+		ProxyCommand    *string  `json:"proxy_command"`
 		KnownHostsFiles []string `json:"known_hosts_files"`
 		HostKeyAlias    *string  `json:"host_key_alias"`
 		StrictHostKey   string   `json:"strict_host_key_checking"`
@@ -501,13 +564,17 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 	for _, r := range hosts {
 		h := r.conf
 		j := jsonHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
-			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{},
+			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{}, ProxyJumpHosts: []string{},
 			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: []string{}}
 		for _, n := range h.Notes {
 			j.Ignored = append(j.Ignored, n.String())
 		}
 		for _, hop := range h.ProxyJump {
-			j.ProxyJump = append(j.ProxyJump, hop.Alias)
+			j.ProxyJump = append(j.ProxyJump, hopSpec(hop))
+			j.ProxyJumpHosts = append(j.ProxyJumpHosts, hop.Alias)
+		}
+		if h.ProxyCommand != "" {
+			j.ProxyCommand = &h.ProxyCommand
 		}
 		if h.HostKeyAlias != "" {
 			j.HostKeyAlias = &h.HostKeyAlias
@@ -531,7 +598,14 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 		if j.IdentitiesOnly {
 			b.WriteString("  identities only: yes\n")
 		}
-		fmt.Fprintf(&b, "  proxy jump: %s\n", listOrNone(j.ProxyJump))
+		hops := make([]string, len(j.ProxyJump))
+		for i, spec := range j.ProxyJump {
+			hops[i] = spec + " (" + j.ProxyJumpHosts[i] + ")"
+		}
+		fmt.Fprintf(&b, "  proxy jump: %s\n", listOrNone(hops))
+		if j.ProxyCommand != nil {
+			fmt.Fprintf(&b, "  proxy command: %s\n", report.Sanitize(*j.ProxyCommand))
+		}
 		fmt.Fprintf(&b, "  known_hosts: %s\n", listOrNone(j.KnownHostsFiles))
 		if j.HostKeyAlias != nil {
 			fmt.Fprintf(&b, "  host key alias: %s\n", report.Sanitize(*j.HostKeyAlias))
@@ -542,6 +616,12 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// hopSpec writes a jump hop as ssh -G writes a ProxyJump: user@host:port, an IPv6 address in
+// brackets.
+func hopSpec(h sshconf.Host) string {
+	return h.User + "@" + net.JoinHostPort(h.HostName, strconv.Itoa(h.Port))
 }
 
 func nonNil(s []string) []string {
