@@ -90,8 +90,8 @@ type Host struct {
 	// A host has a ProxyCommand or a ProxyJump, never both: the first one
 	// set wins, as in ssh.
 	ProxyCommand, ProxyCommandLine string
-	// ProxyUseFdpass: ssh would expect the ProxyCommand to hand it a
-	// connected socket rather than speak SSH on its output.
+	// ProxyUseFdpass: the ProxyCommand hands back a connected socket
+	// rather than speak SSH on its output (only set with a ProxyCommand).
 	ProxyUseFdpass bool
 	// Notes lists, once each, the config lines for this host that change
 	// how ssh would reach it and that gputriage does not act on. Lines that
@@ -331,11 +331,7 @@ func (h *Host) setProxyCommand(c *conf, t tokens) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: ProxyCommand %q: %v", ErrConfig, pc.where, pc.v, err)
 	}
-	h.ProxyCommand, h.ProxyCommandLine = pc.v, line
-	if c.fdpass.v {
-		h.ProxyUseFdpass = true
-		c.note("ProxyUseFdpass", c.fdpass.where, "not supported: gputriage cannot take a socket from the ProxyCommand, so this host fails")
-	}
+	h.ProxyCommand, h.ProxyCommandLine, h.ProxyUseFdpass = pc.v, line, c.fdpass.v
 	return nil
 }
 

@@ -615,7 +615,6 @@ Host quiet
 		"CanonicalizeHostname (~/config:16): not supported by gputriage; the HostName is used as written",
 		"CertificateFile (~/config:17): not supported by gputriage; keys are offered without it",
 		"Match exec (~/config:18): not evaluated by gputriage; its block is treated as not matching",
-		"ProxyUseFdpass (~/config:4): not supported: gputriage cannot take a socket from the ProxyCommand, so this host fails",
 	}
 	var got []string
 	for _, n := range h.Notes {

@@ -31,7 +31,7 @@ type hostRun struct {
 	closers []io.Closer
 	closed  bool
 	notes   []string
-	proxy   *proxyConn // the first hop's ProxyCommand, if it has one
+	proxy   *proxyProc // the first hop's ProxyCommand, if it has one
 	// overProxy: the handshake under way is the one over the ProxyCommand. Only the host's
 	// own goroutine uses it.
 	overProxy bool
@@ -212,10 +212,10 @@ func (h *hostRun) connect(t Target) (*ssh.Client, *Error) {
 		what := "connect to " + addr
 		switch {
 		case prev == nil && hop.ProxyCommand != "":
-			if e := h.startProxy(hop, addr); e != nil {
+			var e *Error
+			if conn, e = h.startProxy(hop, addr); e != nil {
 				return nil, e
 			}
-			conn = h.proxy
 		case prev == nil:
 			d := net.Dialer{Timeout: ct}
 			conn, err = d.DialContext(h.hctx, "tcp", addr)
@@ -244,25 +244,38 @@ func (h *hostRun) connect(t Target) (*ssh.Client, *Error) {
 	return prev, nil
 }
 
-// startProxy starts the ProxyCommand that carries the connection to the first hop.
-func (h *hostRun) startProxy(hop Target, addr string) *Error {
-	_, name := h.state()
+// startProxy starts the ProxyCommand that carries the connection to the first hop: SSH over
+// its stdin and stdout, or, with ProxyUseFdpass, over the socket it hands back.
+func (h *hostRun) startProxy(hop Target, addr string) (net.Conn, *Error) {
 	if hop.ProxyUseFdpass {
-		return &Error{Phase: PhaseConnect, Kind: KindConfig, Hop: name, Message: fmt.Sprintf(
-			"%s: ProxyUseFdpass is not supported by gputriage: the ProxyCommand would pass a socket instead of speaking SSH", proxyWhat(addr))}
+		conn, p, err := startFdpass(h.hctx, hop.ProxyCommand, h.s.o.Shell)
+		if p != nil {
+			h.proxy = p
+			h.track(procStopper{p})
+		}
+		if err != nil {
+			return nil, h.fail(PhaseConnect, err, KindProxy, proxyWhat(addr))
+		}
+		return conn, nil
 	}
 	p, err := startProxy(hop.ProxyCommand, h.s.o.Shell)
 	if err != nil {
+		_, name := h.state()
 		kind := KindProxy
 		if hop.ProxyCommand == "-" {
 			kind = KindConfig
 		}
-		return &Error{Phase: PhaseConnect, Kind: kind, Hop: name, Err: err,
+		return nil, &Error{Phase: PhaseConnect, Kind: kind, Hop: name, Err: err,
 			Message: fmt.Sprintf("%s: %s", proxyWhat(addr), escapeControl(err.Error()))}
 	}
-	h.proxy = p
-	return nil
+	h.proxy = p.proxyProc
+	return p, nil
 }
+
+// procStopper ends a ProxyCommand with the host.
+type procStopper struct{ p *proxyProc }
+
+func (s procStopper) Close() error { s.p.stop(); return nil }
 
 func (h *hostRun) handshake(conn net.Conn, hop Target, addr string, direct bool) (*ssh.Client, *Error) {
 	// The deadline covers the handshake of a direct connection; a forwarded one (a channel of

@@ -20,52 +20,36 @@ const maxProxyStderr = 4 << 10
 // SIGHUP (what ssh sends it), before its process group is killed.
 const proxyGrace = time.Second
 
-// proxyConn is the connection to a host reached through a ProxyCommand: SSH is spoken over
-// the command's standard input and output, as ssh does. The command runs in its own process
-// group, which Close ends, whatever the command started.
-type proxyConn struct {
+// proxyProc is a running ProxyCommand. It runs in its own process group, which stop ends,
+// whatever the command started.
+type proxyProc struct {
 	cmd    *exec.Cmd
-	r, w   *os.File // the command's stdout (read here) and stdin (written here)
 	stderr *tailBuffer
 	done   chan struct{} // closed once the command has exited and its stderr is drained
 
 	mu      sync.Mutex
 	waitErr error // valid once done is closed
-	stopped bool  // Close began: an exit after that is gputriage's doing
+	stopped bool  // stop began: a signal after that is gputriage's doing
 	once    sync.Once
 }
 
-// startProxy runs command as ssh runs a ProxyCommand: `$SHELL -c "exec COMMAND"`, shell being
-// the user's shell ("" means /bin/sh). command has its %tokens expanded already.
-func startProxy(command, shell string) (*proxyConn, error) {
+// startProc runs command as ssh runs a ProxyCommand: `$SHELL -c "exec COMMAND"`, shell being
+// the user's shell ("" means /bin/sh), with stdin and stdout as given. command has its
+// %tokens expanded already.
+func startProc(command, shell string, stdin, stdout *os.File) (*proxyProc, error) {
 	if command == "-" {
 		return nil, errors.New("ProxyCommand - (ssh's own standard input and output) cannot carry a sweep of many hosts")
 	}
 	if shell == "" {
 		shell = "/bin/sh"
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return nil, err
-	}
-	p := &proxyConn{r: outR, w: inW, stderr: &tailBuffer{max: maxProxyStderr}, done: make(chan struct{})}
+	p := &proxyProc{stderr: &tailBuffer{max: maxProxyStderr}, done: make(chan struct{})}
 	p.cmd = exec.Command(shell, "-c", "exec "+command)
-	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = inR, outW, p.stderr
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, p.stderr
 	// A child the command leaves holding its stderr must not keep the host waiting.
 	p.cmd.WaitDelay = proxyGrace
 	setProcessGroup(p.cmd)
-	err = p.cmd.Start()
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		outR.Close()
-		inW.Close()
+	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
 	go func() {
@@ -78,18 +62,14 @@ func startProxy(command, shell string) (*proxyConn, error) {
 	return p, nil
 }
 
-func (p *proxyConn) Read(b []byte) (int, error)  { return p.r.Read(b) }
-func (p *proxyConn) Write(b []byte) (int, error) { return p.w.Write(b) }
-
-// Close ends the command with the host: its pipes are closed, its process group gets SIGHUP,
-// and whatever of it is left after proxyGrace is killed. It returns once the command is gone.
-func (p *proxyConn) Close() error {
+// stop ends the command with the host: its process group gets SIGHUP (what ssh sends its
+// ProxyCommand), and whatever of it is left after proxyGrace is killed. It returns once the
+// command is gone.
+func (p *proxyProc) stop() {
 	p.once.Do(func() {
 		p.mu.Lock()
 		p.stopped = true
 		p.mu.Unlock()
-		_ = p.w.Close()
-		_ = p.r.Close()
 		signalGroup(p.cmd.Process, false)
 		select {
 		case <-p.done:
@@ -99,6 +79,46 @@ func (p *proxyConn) Close() error {
 		signalGroup(p.cmd.Process, true)
 		<-p.done
 	})
+}
+
+// proxyConn is the connection to a host reached through a ProxyCommand: SSH is spoken over
+// the command's standard input and output, as ssh does.
+type proxyConn struct {
+	*proxyProc
+	r, w *os.File // the command's stdout (read here) and stdin (written here)
+}
+
+// startProxy starts command with SSH to be spoken over its stdin and stdout.
+func startProxy(command, shell string) (*proxyConn, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	p, err := startProc(command, shell, inR, outW)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		outR.Close()
+		inW.Close()
+		return nil, err
+	}
+	return &proxyConn{proxyProc: p, r: outR, w: inW}, nil
+}
+
+func (p *proxyConn) Read(b []byte) (int, error)  { return p.r.Read(b) }
+func (p *proxyConn) Write(b []byte) (int, error) { return p.w.Write(b) }
+
+// Close closes the pipes, then ends the command.
+func (p *proxyConn) Close() error {
+	_ = p.w.Close()
+	_ = p.r.Close()
+	p.stop()
 	return nil
 }
 
@@ -118,7 +138,7 @@ func (proxyAddr) String() string  { return "ProxyCommand" }
 
 // exited waits up to wait for the command to exit on its own, and says how it ended: "" while
 // it runs or when gputriage stopped it.
-func (p *proxyConn) exited(wait time.Duration) string {
+func (p *proxyProc) exited(wait time.Duration) string {
 	select {
 	case <-p.done:
 	case <-time.After(wait):
@@ -127,8 +147,8 @@ func (p *proxyConn) exited(wait time.Duration) string {
 	p.mu.Lock()
 	err, stopped := p.waitErr, p.stopped
 	p.mu.Unlock()
-	// An exit is the command's own, even after Close (x/crypto closes the connection when the
-	// handshake fails); a signal after Close is gputriage's.
+	// An exit is the command's own, even after stop (x/crypto closes the connection when the
+	// handshake fails); a signal after stop is gputriage's.
 	var ee *exec.ExitError
 	switch {
 	case err == nil || errors.Is(err, exec.ErrWaitDelay):
@@ -144,7 +164,7 @@ func (p *proxyConn) exited(wait time.Duration) string {
 }
 
 // stderrTail is the end of what the command wrote on stderr, quoted: it may be anything.
-func (p *proxyConn) stderrTail() string {
+func (p *proxyProc) stderrTail() string {
 	b, dropped := p.stderr.tail()
 	s := strings.TrimSpace(string(b))
 	if s == "" {
@@ -161,9 +181,9 @@ func (p *proxyConn) stderrTail() string {
 // would have shown on the terminal: its exit status and the end of its stderr. A command that
 // exited before the SSH connection was up is the failure: phase connect, KindProxy. A closed
 // connection is given a moment to show whether the command is exiting.
-func (p *proxyConn) explain(e *Error) {
+func (p *proxyProc) explain(e *Error) {
 	wait := time.Duration(0)
-	if e.Kind == KindClosed || e.Kind == KindReset || e.Kind == KindProtocol {
+	if e.Kind == KindClosed || e.Kind == KindReset || e.Kind == KindProtocol || e.Kind == KindProxy {
 		wait = 500 * time.Millisecond
 	}
 	how := p.exited(wait)

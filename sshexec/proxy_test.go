@@ -169,10 +169,43 @@ func TestProxyCommand(t *testing.T) {
 			}
 		}
 	})
-	t.Run("ProxyCommand - and ProxyUseFdpass are refused", func(t *testing.T) {
+	t.Run("ProxyCommand - is refused", func(t *testing.T) {
 		wantErr(t, run1(t, proxied("-"), opts()), sshexec.PhaseConnect, sshexec.KindConfig, "cannot carry a sweep")
-		tg := proxied(relay)
-		tg.ProxyUseFdpass = true
-		wantErr(t, run1(t, tg, opts()), sshexec.PhaseConnect, sshexec.KindConfig, "ProxyUseFdpass is not supported")
 	})
+	t.Run("ProxyUseFdpass: SSH over the socket it hands back", func(t *testing.T) {
+		needTool(t, "python3")
+		tg := proxied("python3 " + fdpassScript(t) + " 127.0.0.1 " + strconv.Itoa(srv.Port()))
+		tg.ProxyUseFdpass = true
+		r := run1(t, tg, opts())
+		wantOK(t, r)
+		if string(r.Stdout) != "ops|sh -s -- 0123abcd|echo hi\n" {
+			t.Errorf("stdout %q", r.Stdout)
+		}
+		tg = proxied(`sh -c 'echo "no socket for you" >&2; exit 4'`)
+		tg.ProxyUseFdpass = true
+		wantErr(t, run1(t, tg, opts()), sshexec.PhaseConnect, sshexec.KindProxy, "exited with status 4", "no socket for you")
+	})
+}
+
+// fdpassScript writes a ProxyCommand for ProxyUseFdpass: it connects to argv[1]:argv[2] and
+// hands the socket back over its stdout, as OpenSSH's ProxyUseFdpass expects.
+func fdpassScript(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fdpass.py")
+	writeFile(t, p, []byte(`import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+socket.send_fds(socket.socket(fileno=1), [b"\0"], [s.fileno()])
+`))
+	return p
+}
+
+func needTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s not found: .ci/run must install it", name)
+	}
+	t.Skipf("!!! SKIPPING: %s not found !!!", name)
 }

@@ -47,7 +47,8 @@ type Target struct {
 	// the host or at its deadline; its exit status and the end of its stderr explain a
 	// failure. In a chain only the outermost hop may have one. "-" is refused.
 	ProxyCommand string
-	// ProxyUseFdpass: the ProxyCommand would pass a socket; not supported, the host fails.
+	// ProxyUseFdpass: the ProxyCommand hands back a connected socket over its stdout instead
+	// of speaking SSH there; as ssh does, Run waits for it to exit and uses that socket.
 	ProxyUseFdpass bool
 	// AcceptNew is StrictHostKeyChecking=accept-new for this host alone (Options.AcceptNew
 	// applies it to all). It never overrides a changed key.

@@ -37,6 +37,13 @@ Host pc-fail
   ProxyCommand sh -c 'echo "bastion: channel 0: open failed: no route to $1" >&2; exit 7' sh %h
 Host pc-hang
   ProxyCommand sh -c 'echo $$ > {{dir}}/hang.pid; sleep 300 & echo $! >> {{dir}}/hang.pid; wait'
+# gpu01 through a socket the ProxyCommand connects and hands back (ProxyUseFdpass).
+Host pc-fdpass
+  HostName gpu01.proxy.invalid
+  Port 2201
+  ProxyCommand python3 {{fdpass}} 127.0.0.101 %p
+  ProxyUseFdpass yes
+  UserKnownHostsFile {{known}}
 # ProxyCommand none is set first: gpu01 directly, the ProxyJump is ignored.
 Host pc-none
   HostName 127.0.0.101
@@ -66,7 +73,14 @@ func writeProxyConfig(t *testing.T, l *lab) string {
 	if err := os.WriteFile(known, []byte(l.hosts["gpu01"].KnownHostsLine("gpu01.proxy.invalid")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.NewReplacer("{{lab}}", l.config, "{{known}}", known, "{{netns}}", l.netns, "{{dir}}", dir).Replace(proxyConfig)
+	fdpass := filepath.Join(dir, "fdpass.py")
+	script := "import socket, sys\ns = socket.create_connection((sys.argv[1], int(sys.argv[2])))\n" +
+		"socket.send_fds(socket.socket(fileno=1), [b\"\\0\"], [s.fileno()])\n"
+	if err := os.WriteFile(fdpass, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.NewReplacer("{{lab}}", l.config, "{{known}}", known, "{{netns}}", l.netns, "{{dir}}", dir,
+		"{{fdpass}}", fdpass).Replace(proxyConfig)
 	cfg := filepath.Join(dir, "ssh_config")
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -94,7 +108,8 @@ func sshGProxy(t *testing.T, cfg, alias string) (command, jump string) {
 }
 
 // testLabProxyCommand: hosts the lab reaches only through a ProxyCommand (the real ssh -W by
-// the bastion, nc, nc inside a network namespace) are reached by gputriage as by ssh itself;
+// the bastion, nc, nc inside a network namespace, a socket handed back under
+// ProxyUseFdpass) are reached by gputriage as by ssh itself;
 // ProxyCommand none and the first-wins rule against ProxyJump agree with ssh -G; a failing
 // ProxyCommand's exit status and stderr are the host's failure; a hanging one is ended, with
 // everything it started, at the host's deadline.
@@ -103,10 +118,10 @@ func testLabProxyCommand(t *testing.T, l *lab) {
 	needTool(t, "ssh", "openssh-client")
 	cfg := writeProxyConfig(t, l)
 	reached := map[string]string{ // alias: the host whose probe must answer
-		"pc-ssh-w": "gpu14", "pc-nc": "gpu01", "pc-netns": "gpu14", "pc-none": "gpu01",
+		"pc-ssh-w": "gpu14", "pc-nc": "gpu01", "pc-netns": "gpu14", "pc-fdpass": "gpu01", "pc-none": "gpu01",
 		"pc-first": "gpu14", "pj-first": "gpu14",
 	}
-	aliases := []string{"pc-ssh-w", "pc-nc", "pc-netns", "pc-none", "pc-first", "pj-first", "pc-fail"}
+	aliases := []string{"pc-ssh-w", "pc-nc", "pc-netns", "pc-fdpass", "pc-none", "pc-first", "pj-first", "pc-fail"}
 
 	// What each host would use, as --dry-run prints it, is what ssh -G says.
 	dry, _, code := cli(t, nil, append([]string{"-F", cfg, "--dry-run", "--format", "json"}, aliases...)...)
@@ -217,7 +232,6 @@ func needTool(t *testing.T, name, pkg string) {
 // and lines that do not matter to gputriage says nothing about them, and names a line that
 // changes how the hosts are reached once, folded over the hosts, and in each host's failure.
 func testLabConfigNotes(t *testing.T, l *lab) {
-	needTool(t, "nc", "netcat-openbsd")
 	dir := t.TempDir()
 	stock, err := os.ReadFile(filepath.Join(repoRoot(t), "sshconf", "testdata", "stock", "debian", "ssh_config"))
 	if err != nil {
@@ -229,11 +243,11 @@ func testLabConfigNotes(t *testing.T, l *lab) {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "ssh_config")
-	conf := `Host fd*
-  HostName 127.0.0.101
-  Port 2201
-  ProxyCommand nc %h %p
-  ProxyUseFdpass yes
+	// ssh would find canon01 as canon01.lab.internal; gputriage looks up canon01.invalid.
+	conf := `Host canon*
+  HostName %h.invalid
+  CanonicalizeHostname yes
+  CanonicalDomains lab.internal
 Host *
   ControlMaster auto
   ControlPath ~/.ssh/cm-%C
@@ -246,8 +260,8 @@ Include ` + debian + "\n"
 	if err := os.WriteFile(cfg, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, _ := cli(t, nil, "-F", cfg, "--timeout", "20s", "--format", "json", "gpu01", "gpu02", "fd01", "fd02", "fd03")
-	want := "gputriage: ProxyUseFdpass (" + cfg + ":5): not supported: gputriage cannot take a socket from the ProxyCommand, so this host fails; used by fd[01-03]\n"
+	out, errOut, _ := cli(t, nil, "-F", cfg, "--timeout", "20s", "--format", "json", "gpu01", "gpu02", "canon01", "canon02", "canon03")
+	want := "gputriage: CanonicalizeHostname (" + cfg + ":3): not supported by gputriage; the HostName is used as written; used by canon[01-03]\n"
 	if errOut != want {
 		t.Errorf("stderr:\n%s\nwant exactly:\n%s", errOut, want)
 	}
@@ -262,8 +276,8 @@ Include ` + debian + "\n"
 			}
 			continue
 		}
-		if h.Error == nil || !strings.Contains(h.Error.Message, "ProxyUseFdpass") || !strings.Contains(h.Error.Message, cfg+":5") {
-			t.Errorf("%s: failure %+v does not name the ProxyUseFdpass line", h.Host, h.Error)
+		if h.Error == nil || !strings.Contains(h.Error.Message, "did not honor this host's CanonicalizeHostname ("+cfg+":3)") {
+			t.Errorf("%s: failure %+v does not name the CanonicalizeHostname line", h.Host, h.Error)
 		}
 	}
 }
