@@ -349,42 +349,9 @@ func (l *cfgLine) process(tl *tokLine, active *bool) error {
 		if on {
 			c.identitiesOnly.set(b, l.where())
 		}
-	case "proxyjump":
-		// ssh takes the rest of the line as written, minus a comment.
-		spec := rest
-		if i := strings.IndexByte(spec, '#'); i >= 0 {
-			spec = spec[:i]
-		}
-		spec = strings.TrimSpace(spec)
-		if !strings.EqualFold(spec, "none") {
-			if _, err := parseJumpSpec(spec); err != nil {
-				return l.errorf("invalid ProxyJump %q: %v", spec, err)
-			}
-		} else {
-			spec = "none"
-		}
-		// ProxyJump and ProxyCommand compete: whichever comes first wins.
-		if on && !c.proxyCommand.ok {
-			c.jump.set(spec, l.where())
-		}
-	case "proxycommand":
-		// ssh keeps the rest of the line as written, comment and all; "none"
-		// in any case means none. A ProxyJump set before wins, except
-		// "ProxyJump none", which leaves room for a ProxyCommand.
-		if on && !c.proxyCommand.ok && (!c.jump.ok || c.jump.v == "none") {
-			c.proxyCommand.set(strings.TrimLeft(rest, " \t="), l.where())
-		}
-	case "proxyusefdpass":
-		v, err := one()
-		if err != nil {
+	case "proxyjump", "proxycommand", "proxyusefdpass":
+		if err := l.proxy(key, keyword, rest, args, on); err != nil {
 			return err
-		}
-		b, ok := parseFlag(v)
-		if !ok {
-			return l.errorf("%s: unsupported option %q", keyword, v)
-		}
-		if on {
-			c.fdpass.set(b, l.where())
 		}
 	case "ignoreunknown":
 		v, err := one()
@@ -446,6 +413,51 @@ func (l *cfgLine) process(tl *tokLine, active *bool) error {
 	default:
 		if on {
 			l.other(keyword, key, args)
+		}
+	}
+	return nil
+}
+
+// proxy handles the lines that choose how a host is reached through another:
+// ProxyJump and ProxyCommand, which compete (the first one set wins), and
+// ProxyUseFdpass.
+func (l *cfgLine) proxy(key, keyword, rest string, args []string, on bool) error {
+	c := l.r.c
+	switch key {
+	case "proxyjump":
+		// ssh takes the rest of the line as written, minus a comment.
+		spec := rest
+		if i := strings.IndexByte(spec, '#'); i >= 0 {
+			spec = spec[:i]
+		}
+		spec = strings.TrimSpace(spec)
+		if !strings.EqualFold(spec, "none") {
+			if _, err := parseJumpSpec(spec); err != nil {
+				return l.errorf("invalid ProxyJump %q: %v", spec, err)
+			}
+		} else {
+			spec = "none"
+		}
+		if on && !c.proxyCommand.ok {
+			c.jump.set(spec, l.where())
+		}
+	case "proxycommand":
+		// ssh keeps the rest of the line as written, comment and all; "none"
+		// in any case means none. A ProxyJump set before wins, except
+		// "ProxyJump none", which leaves room for a ProxyCommand.
+		if on && !c.proxyCommand.ok && (!c.jump.ok || c.jump.v == "none") {
+			c.proxyCommand.set(strings.TrimLeft(rest, " \t="), l.where())
+		}
+	case "proxyusefdpass":
+		if len(args) > 1 {
+			return l.errorf("%s: garbage at end of line %q", keyword, strings.Join(args[1:], " "))
+		}
+		b, ok := parseFlag(args[0])
+		if !ok {
+			return l.errorf("%s: unsupported option %q", keyword, args[0])
+		}
+		if on {
+			c.fdpass.set(b, l.where())
 		}
 	}
 	return nil

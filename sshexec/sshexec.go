@@ -1,7 +1,8 @@
 // Package sshexec runs one command, fed one script on stdin, on many hosts over SSH, and
 // returns each host's output or the precise reason it has none.
 //
-// It owns the SSH side of a sweep: dialling (directly or through a ProxyJump chain), host key
+// It owns the SSH side of a sweep: dialling (directly, through a ProxyJump chain, or over a
+// ProxyCommand it runs and ends with the host), host key
 // verification against known_hosts (strict by default, accept-new on request, a changed key
 // always refused), public key authentication (one shared agent connection, identity files),
 // per-host deadlines covering every phase, bounded output, and classified failures. It knows

@@ -146,6 +146,14 @@ func testLabProxyCommand(t *testing.T, l *lab) {
 		}
 	}
 
+	text, _, _ := cli(t, nil, "-F", cfg, "--dry-run", "pc-nc", "gpu14")
+	for _, want := range []string{"\n  proxy command: nc 127.0.0.101 %p\n", "\n  proxy jump: none\n",
+		"\n  proxy jump: root@" + l.bastion.Addr + ":22 (bastion)\n"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("--dry-run text lacks %q:\n%s", want, text)
+		}
+	}
+
 	begin := time.Now()
 	out, errOut, _ := cli(t, nil, append([]string{"-F", cfg, "--timeout", "20s", "--format", "json"}, aliases...)...)
 	t.Logf("swept %d hosts through their ProxyCommands in %s", len(aliases), time.Since(begin).Round(time.Millisecond))

@@ -540,30 +540,32 @@ func replayDir(dir string, tr triager) ([]report.Host, error) {
 	return hosts, nil
 }
 
+// dryRunHost is one host of --dry-run's JSON.
+type dryRunHost struct {
+	Host            string   `json:"host"`
+	HostName        string   `json:"hostname"`
+	Port            int      `json:"port"`
+	User            string   `json:"user"`
+	IdentityFiles   []string `json:"identity_files"`
+	IdentitiesOnly  bool     `json:"identities_only"`
+	ProxyJump       []string `json:"proxy_jump"`       // each hop as user@hostname:port
+	ProxyJumpHosts  []string `json:"proxy_jump_hosts"` // each hop as named
+	ProxyCommand    *string  `json:"proxy_command"`
+	KnownHostsFiles []string `json:"known_hosts_files"`
+	HostKeyAlias    *string  `json:"host_key_alias"`
+	StrictHostKey   string   `json:"strict_host_key_checking"`
+	ConnectTimeout  *float64 `json:"connect_timeout_seconds"`
+	Ignored         []string `json:"ignored"`
+}
+
 // dryRun prints how each host would be reached, like ssh -G, without connecting.
 func dryRun(w io.Writer, hosts []resolved, format string) error {
-	type jsonHost struct {
-		Host            string   `json:"host"`
-		HostName        string   `json:"hostname"`
-		Port            int      `json:"port"`
-		User            string   `json:"user"`
-		IdentityFiles   []string `json:"identity_files"`
-		IdentitiesOnly  bool     `json:"identities_only"`
-		ProxyJump       []string `json:"proxy_jump"`       // each hop as user@hostname:port
-		ProxyJumpHosts  []string `json:"proxy_jump_hosts"` // each hop as named
-		ProxyCommand    *string  `json:"proxy_command"`
-		KnownHostsFiles []string `json:"known_hosts_files"`
-		HostKeyAlias    *string  `json:"host_key_alias"`
-		StrictHostKey   string   `json:"strict_host_key_checking"`
-		ConnectTimeout  *float64 `json:"connect_timeout_seconds"`
-		Ignored         []string `json:"ignored"`
-	}
 	doc := struct {
-		Hosts []jsonHost `json:"hosts"`
-	}{Hosts: []jsonHost{}}
+		Hosts []dryRunHost `json:"hosts"`
+	}{Hosts: []dryRunHost{}}
 	for _, r := range hosts {
 		h := r.conf
-		j := jsonHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
+		j := dryRunHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
 			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{}, ProxyJumpHosts: []string{},
 			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: []string{}}
 		for _, n := range h.Notes {
@@ -590,8 +592,14 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(doc)
 	}
+	_, err := io.WriteString(w, dryRunText(doc.Hosts))
+	return err
+}
+
+// dryRunText is --dry-run's text: each host and how it would be reached, sanitized.
+func dryRunText(hosts []dryRunHost) string {
 	var b strings.Builder
-	for _, j := range doc.Hosts {
+	for _, j := range hosts {
 		fmt.Fprintf(&b, "%s\n", report.Sanitize(j.Host))
 		fmt.Fprintf(&b, "  hostname %s, port %d, user %s\n", report.Sanitize(j.HostName), j.Port, report.Sanitize(j.User))
 		fmt.Fprintf(&b, "  identity files: %s\n", listOrNone(j.IdentityFiles))
@@ -614,8 +622,7 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 			fmt.Fprintf(&b, "  ignored: %s\n", report.Sanitize(ig))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
 }
 
 // hopSpec writes a jump hop as ssh -G writes a ProxyJump: user@host:port, an IPv6 address in
