@@ -862,7 +862,7 @@ func FuzzResolve(f *testing.F) {
 		}
 		h, err := rr.h, rr.err
 		if err != nil {
-			if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrJump) {
+			if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrJump) && !errors.Is(err, ErrName) {
 				t.Fatalf("error wraps no sentinel: %v", err)
 			}
 			return
