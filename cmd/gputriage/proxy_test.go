@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/sshconf"
 )
 
 // proxyConfig is an ssh config, read before the lab's own, whose hosts are reached through
@@ -311,5 +314,40 @@ func TestNamesSSHRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Errorf("a ProxyCommand ran for a name ssh refuses")
+	}
+}
+
+// TestConfigNotesFolded: each config line gputriage does not act on is named once for the
+// sweep, with the hosts it touches folded, in the order first met; harmless lines not at all.
+func TestConfigNotesFolded(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "ssh_config")
+	text := `Host gpu*
+  CanonicalizeHostname yes
+  SendEnv LANG LC_*
+Host gpu1*
+  StrictHostKeyChecking no
+Match exec "true"
+  User nobody
+`
+	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var hosts []resolved
+	for i := 1; i <= 16; i++ {
+		name := fmt.Sprintf("gpu%02d", i)
+		h, err := sshconf.Resolve(name, sshconf.Options{ConfigFile: cfg, Home: dir, LocalUser: "me"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hosts = append(hosts, resolved{label: name, conf: h})
+	}
+	var b strings.Builder
+	printConfigNotes(&b, hosts)
+	want := "gputriage: CanonicalizeHostname (~/ssh_config:2): not supported by gputriage; the HostName is used as written; used by gpu[01-16]\n" +
+		"gputriage: Match exec (~/ssh_config:6): not evaluated by gputriage; its block is treated as not matching; used by gpu[01-16]\n" +
+		"gputriage: " + strictNoNote + "; used by gpu[10-16]\n"
+	if b.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
