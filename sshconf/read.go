@@ -84,19 +84,21 @@ type conf struct {
 	strict           setting[string]
 	hostKeyAlias     setting[string]
 	connectTimeout   setting[time.Duration]
+	fdpass           setting[bool]
+	ignoreUnknown    setting[string]
 
-	notes     []string
+	notes     []Note
 	wantFinal bool
 }
 
-func (c *conf) note(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	for _, n := range c.notes {
-		if n == msg {
+func (c *conf) note(keyword, where, text string) {
+	n := Note{Keyword: keyword, Where: where, Text: text}
+	for _, o := range c.notes {
+		if o == n {
 			return
 		}
 	}
-	c.notes = append(c.notes, msg)
+	c.notes = append(c.notes, n)
 }
 
 func (c *conf) addIdentity(path, where string) {
@@ -121,6 +123,12 @@ type reader struct {
 // readConfig applies the command-line overrides, then the config files, the
 // way ssh.c does, including the final pass when a Match asks for one.
 func readConfig(alias string, o Options, fsys fileSystem) (*conf, error) {
+	if !validHostName(alias) {
+		return nil, fmt.Errorf("%w: host %q: hostname contains invalid characters, which ssh refuses", ErrName, alias)
+	}
+	if o.User != "" && !validRemoteUser(o.User) {
+		return nil, fmt.Errorf("%w: user %q: remote username contains invalid characters, which ssh refuses", ErrName, o.User)
+	}
 	c := &conf{}
 	if o.User != "" {
 		c.user.set(o.User, "-l")
@@ -134,7 +142,7 @@ func readConfig(alias string, o Options, fsys fileSystem) (*conf, error) {
 	for _, id := range o.Identity {
 		p := tildeExpand(id, o.Home)
 		if !fsys.Exists(p) {
-			c.note("IdentityFile %s (-i): not accessible; ssh drops it too", id)
+			c.note("IdentityFile "+id, "-i", "not accessible; ssh drops it too")
 			continue
 		}
 		c.addIdentity(p, "-i")
@@ -369,30 +377,17 @@ func (l *cfgLine) process(tl *tokLine, active *bool) error {
 		if on {
 			c.identitiesOnly.set(b, l.where())
 		}
-	case "proxyjump":
-		// ssh takes the rest of the line as written, minus a comment.
-		spec := rest
-		if i := strings.IndexByte(spec, '#'); i >= 0 {
-			spec = spec[:i]
+	case "proxyjump", "proxycommand", "proxyusefdpass":
+		if err := l.proxy(key, keyword, rest, args, on); err != nil {
+			return err
 		}
-		spec = strings.TrimSpace(spec)
-		if !strings.EqualFold(spec, "none") {
-			if _, err := parseJumpSpec(spec); err != nil {
-				return l.errorf("invalid ProxyJump %q: %v", spec, err)
-			}
-		} else {
-			spec = "none"
+	case "ignoreunknown":
+		v, err := one()
+		if err != nil {
+			return err
 		}
-		// ProxyJump and ProxyCommand compete: whichever comes first wins.
-		if on && !c.proxyCommand.ok {
-			c.jump.set(spec, l.where())
-		}
-	case "proxycommand":
-		if on && !c.jump.ok && !c.proxyCommand.ok {
-			c.proxyCommand.set(rest, l.where())
-			if !strings.EqualFold(args[0], "none") || len(args) > 1 {
-				c.note("ProxyCommand (%s): not supported by gputriage; this host is reached directly", l.where())
-			}
+		if on {
+			c.ignoreUnknown.set(v, l.where())
 		}
 	case "userknownhostsfile":
 		if on {
@@ -451,38 +446,84 @@ func (l *cfgLine) process(tl *tokLine, active *bool) error {
 	return nil
 }
 
-// other notes the keywords gputriage does not act on but which change how
-// ssh would reach or treat the host. Keywords that only tune ssh itself
-// (ciphers, keepalives, forwarding of X11, ...) pass without a word.
+// proxy handles the lines that choose how a host is reached through another:
+// ProxyJump and ProxyCommand, which compete (the first one set wins), and
+// ProxyUseFdpass.
+func (l *cfgLine) proxy(key, keyword, rest string, args []string, on bool) error {
+	c := l.r.c
+	switch key {
+	case "proxyjump":
+		// ssh takes the rest of the line as written, minus a comment.
+		spec := rest
+		if i := strings.IndexByte(spec, '#'); i >= 0 {
+			spec = spec[:i]
+		}
+		spec = strings.TrimSpace(spec)
+		if !strings.EqualFold(spec, "none") {
+			if _, err := parseJumpSpec(spec); err != nil {
+				return l.errorf("invalid ProxyJump %q: %v", spec, err)
+			}
+		} else {
+			spec = "none"
+		}
+		if on && !c.proxyCommand.ok {
+			c.jump.set(spec, l.where())
+		}
+	case "proxycommand":
+		// ssh keeps the rest of the line as written, comment and all; "none"
+		// in any case means none. A ProxyJump set before wins, except
+		// "ProxyJump none", which leaves room for a ProxyCommand.
+		if on && !c.proxyCommand.ok && (!c.jump.ok || c.jump.v == "none") {
+			c.proxyCommand.set(strings.TrimLeft(rest, " \t="), l.where())
+		}
+	case "proxyusefdpass":
+		if len(args) > 1 {
+			return l.errorf("%s: garbage at end of line %q", keyword, strings.Join(args[1:], " "))
+		}
+		b, ok := parseFlag(args[0])
+		if !ok {
+			return l.errorf("%s: unsupported option %q", keyword, args[0])
+		}
+		if on {
+			c.fdpass.set(b, l.where())
+		}
+	}
+	return nil
+}
+
+// other notes the keywords gputriage does not act on that change how ssh
+// would reach the host or prove who it is. Keywords that do not matter to a
+// non-interactive command (SendEnv, ControlMaster, ForwardAgent, forwards,
+// keepalives, ciphers, ...) pass without a word.
 func (l *cfgLine) other(keyword, key string, args []string) {
 	c, w := l.r.c, l.where()
 	v := strings.ToLower(args[0])
 	switch key {
-	case "localcommand", "remotecommand", "certificatefile", "pkcs11provider",
-		"securitykeyprovider", "knownhostscommand", "localforward", "remoteforward",
-		"dynamicforward", "bindaddress", "bindinterface", "revokedhostkeys", "sendenv", "setenv":
-		c.note("%s (%s): not supported by gputriage; ignored", keyword, w)
-	case "controlmaster", "controlpath", "controlpersist":
-		c.note("%s (%s): gputriage opens its own connection and does not share ssh's; harmless", keyword, w)
+	case "certificatefile", "pkcs11provider", "securitykeyprovider":
+		c.note(keyword, w, "not supported by gputriage; keys are offered without it")
+	case "knownhostscommand", "revokedhostkeys":
+		c.note(keyword, w, "not supported by gputriage; host keys are checked against the known_hosts files alone")
+	case "bindaddress", "bindinterface":
+		c.note(keyword, w, "not supported by gputriage; the system picks the source address")
 	case "identityagent":
 		if v != "ssh_auth_sock" {
-			c.note("%s (%s): gputriage uses the agent at SSH_AUTH_SOCK only; ignored", keyword, w)
-		}
-	case "forwardagent":
-		if v != "no" && v != "false" {
-			c.note("%s (%s): gputriage never forwards the agent; ignored", keyword, w)
+			c.note(keyword, w, "not supported by gputriage; it uses the agent at SSH_AUTH_SOCK")
 		}
 	case "canonicalizehostname":
 		if v == "yes" || v == "always" || v == "true" {
-			c.note("%s (%s): not supported by gputriage; the HostName is used as written", keyword, w)
+			c.note(keyword, w, "not supported by gputriage; the HostName is used as written")
 		}
-	case "passwordauthentication", "kbdinteractiveauthentication", "challengeresponseauthentication":
-		// A sweep never prompts; nothing to say per host.
 	default:
-		if !knownKeywords[key] {
-			c.note("%s (%s): not an ssh_config keyword gputriage knows (ssh would refuse the file); ignored", keyword, w)
+		if !knownKeywords[key] && !harmlessKeywords[key] && !c.ignoredUnknown(key) {
+			c.note(keyword, w, "not an ssh_config keyword gputriage knows; ignored (OpenSSH refuses a file with a keyword it does not know, unless IgnoreUnknown names it)")
 		}
 	}
+}
+
+// ignoredUnknown reports whether an IgnoreUnknown set before this line
+// names key, as ssh checks it.
+func (c *conf) ignoredUnknown(key string) bool {
+	return c.ignoreUnknown.ok && matchList(key, c.ignoreUnknown.v, true) == 1
 }
 
 // host handles a Host line: it matches when any pattern matches the alias
@@ -619,7 +660,7 @@ func (l *cfgLine) match(keyword string, args []string, active *bool) error {
 	if len(unsupported) > 0 {
 		result = false
 		if !l.neverMatch {
-			c.note("Match %s (%s): not evaluated by gputriage; its block is treated as not matching", strings.Join(unsupported, ", "), l.where())
+			c.note("Match "+strings.Join(unsupported, ", "), l.where(), "not evaluated by gputriage; its block is treated as not matching")
 		}
 	}
 	*active = result && !l.neverMatch

@@ -28,6 +28,10 @@ var (
 	// ErrJump is wrapped when a ProxyJump chain cannot be built: a loop,
 	// too many hops, or a bad hop on the command line.
 	ErrJump = errors.New("bad proxy jump")
+	// ErrName is wrapped when a host or user name given on the command line
+	// (or as a jump hop) holds characters ssh refuses: shell syntax that a
+	// ProxyCommand's %h, %n or %r would carry into a shell.
+	ErrName = errors.New("invalid name")
 )
 
 // Options says where the config comes from and carries the command-line
@@ -86,10 +90,30 @@ type Host struct {
 	// StrictHostKeyChecking is "yes", "no", "ask" or "accept-new".
 	StrictHostKeyChecking string
 	ConnectTimeout        time.Duration // 0 means none
-	// Ignored lists, once each, the config lines for this host that
-	// gputriage does not act on, with file:line and what that means.
-	Ignored []string
+	// ProxyCommand is the ProxyCommand in effect as `ssh -G` prints it (the
+	// rest of its line as written); "" for none. ProxyCommandLine is the
+	// command ssh would run for it: %h, %k, %n, %p, %r and %% expanded.
+	// A host has a ProxyCommand or a ProxyJump, never both: the first one
+	// set wins, as in ssh.
+	ProxyCommand, ProxyCommandLine string
+	// ProxyUseFdpass: the ProxyCommand hands back a connected socket
+	// rather than speak SSH on its output (only set with a ProxyCommand).
+	ProxyUseFdpass bool
+	// Notes lists, once each, the config lines for this host that change
+	// how ssh would reach it and that gputriage does not act on. Lines that
+	// do not matter to a non-interactive command (SendEnv, ControlMaster,
+	// ForwardAgent, UseKeychain, ...) are not listed.
+	Notes []Note
 }
+
+// Note is one config line gputriage does not act on, and what that means.
+type Note struct {
+	Keyword string // as written, or "Match exec" and the like
+	Where   string // file:line, or the command-line option
+	Text    string // what gputriage does instead
+}
+
+func (n Note) String() string { return fmt.Sprintf("%s (%s): %s", n.Keyword, n.Where, n.Text) }
 
 // KnownHostsFiles returns the user's files then the global ones, the order
 // ssh consults them in.
@@ -216,7 +240,7 @@ var defaultIdentities = []string{
 // host turns the gathered settings into a Host, filling ssh's defaults and
 // expanding tokens in the order ssh.c does.
 func (c *conf) host(alias string, o Options) (Host, error) {
-	h := Host{Alias: alias, Ignored: c.notes}
+	h := Host{Alias: alias}
 	h.HostName = alias
 	if c.hostName.ok {
 		h.HostName = expandHostName(c.hostName.v, alias)
@@ -256,6 +280,10 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 	if h.HostKeyAlias != "" {
 		t.keyAlias = h.HostKeyAlias
 	}
+	if err := h.setProxyCommand(c, t); err != nil {
+		return Host{}, err
+	}
+	h.Notes = c.notes
 	ids := c.identities
 	if len(ids) == 0 {
 		for _, d := range defaultIdentities {
@@ -296,6 +324,21 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 		}
 	}
 	return h, nil
+}
+
+// setProxyCommand fills the ProxyCommand fields from c, expanding its
+// tokens as ssh's expand_proxy_command does.
+func (h *Host) setProxyCommand(c *conf, t tokens) error {
+	pc := c.proxyCommand
+	if !pc.ok || strings.EqualFold(pc.v, "none") {
+		return nil
+	}
+	line, err := t.expandProxy(pc.v)
+	if err != nil {
+		return fmt.Errorf("%w: %s: ProxyCommand %q: %v", ErrConfig, pc.where, pc.v, err)
+	}
+	h.ProxyCommand, h.ProxyCommandLine, h.ProxyUseFdpass = pc.v, line, c.fdpass.v
+	return nil
 }
 
 // display shortens a path under home to ~/..., for messages.

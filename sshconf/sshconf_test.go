@@ -63,6 +63,7 @@ func (e oracleEnv) options(cfg string) Options {
 // says about a host.
 type sshG struct {
 	hostName, user, proxyJump, hostKeyAlias, strict string
+	proxyCommand                                    string
 	port                                            int
 	identities, userKnownHosts, globalKnownHosts    []string
 	identitiesOnly                                  bool
@@ -136,6 +137,8 @@ func askSSH(t *testing.T, ssh string, e oracleEnv, cfg, alias string, cl cmdline
 			g.port, _ = strconv.Atoi(v)
 		case "proxyjump":
 			g.proxyJump = v
+		case "proxycommand":
+			g.proxyCommand = v
 		case "hostkeyalias":
 			g.hostKeyAlias = v
 		case "stricthostkeychecking":
@@ -214,6 +217,7 @@ func compare(t *testing.T, what string, h Host, g sshG) {
 	eq("identityfile", withoutDSA(h.IdentityFiles), withoutDSA(noneless(g.identities)))
 	eq("identitiesonly", h.IdentitiesOnly, g.identitiesOnly)
 	eq("proxyjump", h.ProxyJumpSpec, g.proxyJump)
+	eq("proxycommand", h.ProxyCommand, g.proxyCommand)
 	eq("userknownhostsfile", h.UserKnownHostsFiles, g.userKnownHosts)
 	eq("globalknownhostsfile", h.GlobalKnownHostsFiles, g.globalKnownHosts)
 	eq("hostkeyalias", h.HostKeyAlias, g.hostKeyAlias)
@@ -376,9 +380,40 @@ Host pcnone
 Host pj
   ProxyJump bastion
   ProxyCommand nc %h %p
+Host pjnone
+  ProxyJump none
+  ProxyCommand ssh -W %h:%p bastion
+  ProxyJump other
+Host pcNONE
+  ProxyCommand NONE
+  ProxyCommand nc %h %p
+Host pcquoted
+  ProxyCommand "none"
+Host pcraw
+  ProxyCommand == sh -c 'exec nc "$1" "$2"'   sh %h  %p # comment kept
+Host pcfirst
+  ProxyCommand nc %h %p
+  ProxyCommand ssh -W %h:%p bastion
 `,
-		aliases: []string{"pc", "pcnone", "pj"},
+		aliases: []string{"pc", "pcnone", "pj", "pjnone", "pcNONE", "pcquoted", "pcraw", "pcfirst"},
 		chains:  map[string][]string{"pj": {"root@bastion:22"}},
+	},
+	{
+		name: "a ProxyJump of -J none leaves the config's ProxyCommand",
+		config: `Host gpu01
+  ProxyCommand nc %h %p
+`,
+		cl:      cmdline{jump: "none"},
+		aliases: []string{"gpu01"},
+	},
+	{
+		name: "-J wins over the config's ProxyCommand",
+		config: `Host gpu01
+  ProxyCommand nc %h %p
+`,
+		cl:      cmdline{jump: "hop"},
+		aliases: []string{"gpu01"},
+		chains:  map[string][]string{"gpu01": {"root@hop:22"}},
 	},
 	{
 		name: "known hosts files and host key alias",
@@ -566,21 +601,36 @@ func checkChain(t *testing.T, ssh string, e oracleEnv, cfg, alias string, h Host
 	}
 }
 
-func TestIgnored(t *testing.T) {
+// TestNotes: lines that change how ssh would reach a host and that
+// gputriage does not act on are named, each once; lines that do not matter to
+// a non-interactive command are not, nor unknown keywords IgnoreUnknown names.
+func TestNotes(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config")
-	text := `Host gpu*
+	text := `IgnoreUnknown FrobLocal*,other
+Host gpu*
   ProxyCommand ssh -W %h:%p bastion
-  ProxyCommand ssh -W %h:%p other
+  ProxyUseFdpass yes
   ControlMaster auto
   ControlPath ~/.ssh/cm-%C
+  ControlPersist 10m
   FrobnicateHosts yes
+  FrobLocalThing yes
+  UseKeychain yes
+  AddKeysToAgent yes
+  ForwardAgent yes
+  SendEnv LANG LC_*
+  SetEnv LC_ALL=C.UTF-8
+  ServerAliveInterval 30
+  CanonicalizeHostname yes
+  CertificateFile ~/.ssh/id_ed25519-cert.pub
 Match exec "test -e /tmp/x"
   User never
 Host quiet
   ProxyCommand none
   Ciphers aes128-ctr
   ForwardAgent no
+  ProxyUseFdpass yes
 `
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -591,24 +641,31 @@ Host quiet
 		t.Fatal(err)
 	}
 	want := []string{
-		"ProxyCommand (~/config:2): not supported by gputriage; this host is reached directly",
-		"ControlMaster (~/config:4): gputriage opens its own connection and does not share ssh's; harmless",
-		"ControlPath (~/config:5): gputriage opens its own connection and does not share ssh's; harmless",
-		"FrobnicateHosts (~/config:6): not an ssh_config keyword gputriage knows (ssh would refuse the file); ignored",
-		"Match exec (~/config:7): not evaluated by gputriage; its block is treated as not matching",
+		"FrobnicateHosts (~/config:8): not an ssh_config keyword gputriage knows; ignored (OpenSSH refuses a file with a keyword it does not know, unless IgnoreUnknown names it)",
+		"CanonicalizeHostname (~/config:16): not supported by gputriage; the HostName is used as written",
+		"CertificateFile (~/config:17): not supported by gputriage; keys are offered without it",
+		"Match exec (~/config:18): not evaluated by gputriage; its block is treated as not matching",
 	}
-	if !reflect.DeepEqual(h.Ignored, want) {
-		t.Errorf("Ignored:\n got %q\nwant %q", h.Ignored, want)
+	var got []string
+	for _, n := range h.Notes {
+		got = append(got, n.String())
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Notes:\n got %q\nwant %q", got, want)
 	}
 	if h.User != "me" {
 		t.Errorf("User %q: the Match exec block must not apply", h.User)
+	}
+	if !h.ProxyUseFdpass || h.ProxyCommandLine != "ssh -W gpu01:22 bastion" {
+		t.Errorf("ProxyCommandLine %q, ProxyUseFdpass %v", h.ProxyCommandLine, h.ProxyUseFdpass)
 	}
 	q, err := Resolve("quiet", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q.Ignored) != 1 || !strings.HasPrefix(q.Ignored[0], "Match exec") {
-		t.Errorf("quiet: Ignored %q, want only the Match exec note", q.Ignored)
+	if len(q.Notes) != 1 || q.Notes[0].Keyword != "Match exec" || q.ProxyCommand != "" || q.ProxyUseFdpass {
+		t.Errorf("quiet: Notes %q, ProxyCommand %q, fdpass %v; want only the Match exec note: "+
+			"ProxyUseFdpass without a ProxyCommand changes nothing", q.Notes, q.ProxyCommand, q.ProxyUseFdpass)
 	}
 }
 
@@ -719,8 +776,8 @@ func TestMissingCommandLineIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Ignored) != 1 || !strings.Contains(h.Ignored[0], "/nonexistent/key (-i): not accessible") {
-		t.Errorf("Ignored %q", h.Ignored)
+	if len(h.Notes) != 1 || !strings.Contains(h.Notes[0].String(), "/nonexistent/key (-i): not accessible") {
+		t.Errorf("Notes %q", h.Notes)
 	}
 	if h.IdentityFiles[0] != "/h/.ssh/id_rsa" {
 		t.Errorf("identities %q: a dropped -i leaves the defaults", h.IdentityFiles)
@@ -842,7 +899,7 @@ func FuzzResolve(f *testing.F) {
 		}
 		h, err := rr.h, rr.err
 		if err != nil {
-			if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrJump) {
+			if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrJump) && !errors.Is(err, ErrName) {
 				t.Fatalf("error wraps no sentinel: %v", err)
 			}
 			return

@@ -96,6 +96,72 @@ func (t tokens) expand(s string) (string, error) {
 	return b.String(), nil
 }
 
+// expandProxy expands a ProxyCommand as ssh's expand_proxy_command does:
+// %h, %k, %n, %p, %r and %% only; ~ and ${VAR} are left to the shell. An
+// unknown token is an error, as it is fatal to ssh.
+func (t tokens) expandProxy(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 >= len(s) {
+			return "", errors.New("trailing %")
+		}
+		i++
+		switch s[i] {
+		case 'h', 'k', 'n', 'p', 'r', '%':
+			v, _ := t.token(s[i])
+			b.WriteString(v)
+		default:
+			return "", fmt.Errorf("unknown token %%%c", s[i])
+		}
+	}
+	return b.String(), nil
+}
+
+// validHostName is OpenSSH's valid_hostname: ssh refuses a host name typed on
+// its command line that could smuggle shell syntax into a %h or %n of a
+// ProxyCommand.
+func validHostName(s string) bool {
+	if strings.HasPrefix(s, "-") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("'`\"$\\;&<>|(){},", s[i]) >= 0 || isSpaceOrCntrl(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// validRemoteUser is OpenSSH's valid_ruser, for a user given on the command
+// line (-l, user@host): no shell syntax, no option-like word after a blank,
+// no trailing backslash.
+func validRemoteUser(s string) bool {
+	if strings.HasPrefix(s, "-") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] < 0x20 || s[i] == 0x7f, strings.IndexByte("'`\";&<>|(){}", s[i]) >= 0:
+			return false
+		case (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\v' || s[i] == '\f' || s[i] == '\r') &&
+			i+1 < len(s) && s[i+1] == '-':
+			return false
+		case s[i] == '\\' && i == len(s)-1:
+			return false
+		}
+	}
+	return true
+}
+
+// isSpaceOrCntrl is C's isspace || iscntrl in the C locale.
+func isSpaceOrCntrl(c byte) bool {
+	return c < 0x20 || c == ' ' || c == 0x7f
+}
+
 func (t tokens) token(c byte) (string, error) {
 	switch c {
 	case '%':
@@ -280,6 +346,21 @@ func joinJumpSpec(hops []jumpHop) string {
 	}
 	return strings.Join(raws, ",")
 }
+
+// harmlessKeywords are the ssh_config keywords that do not matter to a
+// non-interactive command gputriage runs over its own connection; UseKeychain
+// is Apple's, which its ssh accepts.
+var harmlessKeywords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range strings.Fields(`
+sendenv setenv controlmaster controlpath controlpersist forwardagent usekeychain
+localcommand remotecommand localforward remoteforward dynamicforward
+passwordauthentication kbdinteractiveauthentication challengeresponseauthentication
+`) {
+		m[k] = true
+	}
+	return m
+}()
 
 // knownKeywords are the ssh_config keywords of OpenSSH up to 10.x
 // (including deprecated ones ssh still accepts) that need no word when

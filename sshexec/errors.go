@@ -50,7 +50,10 @@ const (
 	KindTooLarge    = "too-large"
 	KindInterrupted = "interrupted" // the sweep was cancelled (Ctrl-C) before this host finished
 	KindConfig      = "config"      // local configuration unusable (known_hosts, target fields)
-	KindOther       = "other"
+	// KindProxy: the host's ProxyCommand could not start, or exited before the host answered;
+	// the message carries its exit status and the end of its stderr.
+	KindProxy = "proxy-failed"
+	KindOther = "other"
 )
 
 // Error is why one host produced no usable result.

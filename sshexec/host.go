@@ -31,6 +31,10 @@ type hostRun struct {
 	closers []io.Closer
 	closed  bool
 	notes   []string
+	proxy   *proxyProc // the first hop's ProxyCommand, if it has one
+	// overProxy: the handshake under way is the one over the ProxyCommand. Only the host's
+	// own goroutine uses it.
+	overProxy bool
 }
 
 func (s *sweep) runHost(ctx context.Context, t Target) Result {
@@ -47,6 +51,9 @@ func (s *sweep) runHost(ctx context.Context, t Target) Result {
 		res.Err = err
 	} else {
 		h.probe(client, &res)
+	}
+	if res.Err != nil && h.proxy != nil && res.Err.Kind != KindConfig {
+		h.proxy.explain(res.Err)
 	}
 	h.closeAll()
 	h.mu.Lock()
@@ -112,7 +119,11 @@ func (h *hostRun) fail(phase string, err error, fallback, what string) *Error {
 	case h.ctx.Err() != nil:
 		e.Kind, e.Message = KindInterrupted, fmt.Sprintf("interrupted during %s: %s", phase, what)
 	case h.expired():
-		e.Kind, e.Message = KindTimeout, fmt.Sprintf("%s: %s within the %v host timeout", what, timeoutHint(phase), h.s.o.Timeout)
+		hint := timeoutHint(phase)
+		if h.overProxy && phase == PhaseHandshake {
+			hint = "no SSH handshake through the ProxyCommand"
+		}
+		e.Kind, e.Message = KindTimeout, fmt.Sprintf("%s: %s within the %v host timeout", what, hint, h.s.o.Timeout)
 	default:
 		e.Kind = classify(err)
 		if e.Kind == "" {
@@ -199,10 +210,16 @@ func (h *hostRun) connect(t Target) (*ssh.Client, *Error) {
 		var conn net.Conn
 		var err error
 		what := "connect to " + addr
-		if prev == nil {
+		switch {
+		case prev == nil && hop.ProxyCommand != "":
+			var e *Error
+			if conn, e = h.startProxy(hop, addr); e != nil {
+				return nil, e
+			}
+		case prev == nil:
 			d := net.Dialer{Timeout: ct}
 			conn, err = d.DialContext(h.hctx, "tcp", addr)
-		} else {
+		default:
 			what += " through jump host " + chain[i-1].Name
 			dctx, cancel := context.WithTimeout(h.hctx, ct)
 			conn, err = prev.DialContext(dctx, "tcp", addr)
@@ -215,7 +232,9 @@ func (h *hostRun) connect(t Target) (*ssh.Client, *Error) {
 			return nil, h.fail(PhaseConnect, err, KindUnreachable, what)
 		}
 		h.track(conn)
-		client, e := h.handshake(conn, hop, addr, prev == nil)
+		h.overProxy = prev == nil && h.proxy != nil
+		client, e := h.handshake(conn, hop, addr, prev == nil && h.proxy == nil)
+		h.overProxy = false
 		if e != nil {
 			return nil, e
 		}
@@ -224,6 +243,39 @@ func (h *hostRun) connect(t Target) (*ssh.Client, *Error) {
 	}
 	return prev, nil
 }
+
+// startProxy starts the ProxyCommand that carries the connection to the first hop: SSH over
+// its stdin and stdout, or, with ProxyUseFdpass, over the socket it hands back.
+func (h *hostRun) startProxy(hop Target, addr string) (net.Conn, *Error) {
+	if hop.ProxyUseFdpass {
+		conn, p, err := startFdpass(h.hctx, hop.ProxyCommand, h.s.o.Shell)
+		if p != nil {
+			h.proxy = p
+			h.track(procStopper{p})
+		}
+		if err != nil {
+			return nil, h.fail(PhaseConnect, err, KindProxy, proxyWhat(addr))
+		}
+		return conn, nil
+	}
+	p, err := startProxy(hop.ProxyCommand, h.s.o.Shell)
+	if err != nil {
+		_, name := h.state()
+		kind := KindProxy
+		if hop.ProxyCommand == "-" {
+			kind = KindConfig
+		}
+		return nil, &Error{Phase: PhaseConnect, Kind: kind, Hop: name, Err: err,
+			Message: fmt.Sprintf("%s: %s", proxyWhat(addr), escapeControl(err.Error()))}
+	}
+	h.proxy = p.proxyProc
+	return p, nil
+}
+
+// procStopper ends a ProxyCommand with the host.
+type procStopper struct{ p *proxyProc }
+
+func (s procStopper) Close() error { s.p.stop(); return nil }
 
 func (h *hostRun) handshake(conn net.Conn, hop Target, addr string, direct bool) (*ssh.Client, *Error) {
 	// The deadline covers the handshake of a direct connection; a forwarded one (a channel of

@@ -1,7 +1,8 @@
 // Package sshexec runs one command, fed one script on stdin, on many hosts over SSH, and
 // returns each host's output or the precise reason it has none.
 //
-// It owns the SSH side of a sweep: dialling (directly or through a ProxyJump chain), host key
+// It owns the SSH side of a sweep: dialling (directly, through a ProxyJump chain, or over a
+// ProxyCommand it runs and ends with the host), host key
 // verification against known_hosts (strict by default, accept-new on request, a changed key
 // always refused), public key authentication (one shared agent connection, identity files),
 // per-host deadlines covering every phase, bounded output, and classified failures. It knows
@@ -41,6 +42,15 @@ type Target struct {
 	KnownHostsFiles []string      // the user's files (UserKnownHostsFile); AcceptNew records in the first
 	HostKeyAlias    string        // name to look up in known_hosts instead of HostName[:Port]
 	ConnectTimeout  time.Duration // TCP connect only; 0 = Options.ConnectTimeout
+	// ProxyCommand, when set, carries the connection instead of TCP, as ssh's ProxyCommand:
+	// the command (its %tokens expanded) runs as `Options.Shell -c "exec COMMAND"` in a
+	// process group of its own, SSH is spoken over its stdin and stdout, and it is ended with
+	// the host or at its deadline; its exit status and the end of its stderr explain a
+	// failure. In a chain only the outermost hop may have one. "-" is refused.
+	ProxyCommand string
+	// ProxyUseFdpass: the ProxyCommand hands back a connected socket over its stdout instead
+	// of speaking SSH there; as ssh does, Run waits for it to exit and uses that socket.
+	ProxyUseFdpass bool
 	// AcceptNew is StrictHostKeyChecking=accept-new for this host alone (Options.AcceptNew
 	// applies it to all). It never overrides a changed key.
 	AcceptNew bool
@@ -58,6 +68,7 @@ type Options struct {
 	Timeout        time.Duration // per host, every phase: dial, handshake, auth, run; 0 = DefaultTimeout
 	ConnectTimeout time.Duration // TCP connect of each hop; 0 = DefaultConnectTimeout (capped by Timeout)
 	Fanout         int           // hosts in flight at once; 0 = DefaultFanout
+	Shell          string        // runs each ProxyCommand, as the user's $SHELL does for ssh; "" = /bin/sh
 
 	// Agent is the one agent connection the whole sweep shares (see AgentFromEnv); nil for none.
 	// It is only asked to list and to sign: agent forwarding is never requested.

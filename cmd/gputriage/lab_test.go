@@ -26,6 +26,7 @@ type lab struct {
 	hosts                   map[string]*sshdtest.SSHD
 	leftoverPID             int
 	bastion                 *sshdtest.SSHD
+	netns                   string // the network namespace of the bastion and gpu14
 }
 
 func cleanSMI(n int) *scenario.SMI {
@@ -88,6 +89,7 @@ func newLab(t *testing.T) *lab {
 
 	// gpu14 listens on the loopback of a network namespace: only its bastion reaches it.
 	ns := sshdtest.NewNetNS(t, 14)
+	l.netns = ns.Name
 	l.bastion = sshdtest.Start(t, sshdtest.Config{Name: "bastion", Addr: ns.NSAddr, Port: 22, NetNS: ns.Name, AuthorizedKeys: []string{pub}})
 	l.hosts["gpu14"] = sshdtest.Start(t, sshdtest.Config{Name: "gpu14", Addr: "127.0.0.1", Port: 2214, NetNS: ns.Name,
 		AuthorizedKeys: []string{pub}, SMI: cleanSMI(4)})
@@ -417,8 +419,9 @@ func TestLabOptions(t *testing.T) {
 			t.Fatalf("exit %d, %v\n%s", code, err, out)
 		}
 		h := doc.Hosts[0]
+		// The jump hop as ssh -G writes a ProxyJump, not only its alias.
 		if h.Host != "gpu14" || h.HostName != "127.0.0.1" || h.Port != 2214 || h.User != "root" ||
-			len(h.ProxyJump) != 1 || h.ProxyJump[0] != "bastion" || len(h.KnownHostsFiles) != 1 || len(h.IdentityFiles) != 1 {
+			len(h.ProxyJump) != 1 || h.ProxyJump[0] != "root@"+l.bastion.Addr+":22" || len(h.KnownHostsFiles) != 1 || len(h.IdentityFiles) != 1 {
 			t.Errorf("gpu14 resolved to %+v", h)
 		}
 		if doc.Hosts[1].User != "nosuchuser" {
@@ -428,6 +431,9 @@ func TestLabOptions(t *testing.T) {
 			t.Errorf("--dry-run connected to the bastion")
 		}
 	})
+
+	t.Run("proxycommand", func(t *testing.T) { testLabProxyCommand(t, l) })
+	t.Run("config-notes", func(t *testing.T) { testLabConfigNotes(t, l) })
 
 	t.Run("explain-host", func(t *testing.T) {
 		msg := fmt.Sprintf("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.50 GiB is free. Process %d has 54.00 GiB memory in use. Including non-PyTorch memory, this process has 23.00 GiB memory in use.", l.leftoverPID)

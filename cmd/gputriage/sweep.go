@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -99,7 +102,7 @@ func (o *sshOptions) target(r resolved) sshexec.Target {
 		t := sshexec.Target{Name: name, HostName: h.HostName, Port: h.Port, User: h.User,
 			IdentityFiles: h.IdentityFiles, IdentitiesOnly: h.IdentitiesOnly,
 			KnownHostsFiles: h.UserKnownHostsFiles, GlobalKnownHostsFiles: h.GlobalKnownHostsFiles, HostKeyAlias: h.HostKeyAlias,
-			ConnectTimeout: h.ConnectTimeout,
+			ConnectTimeout: h.ConnectTimeout, ProxyCommand: h.ProxyCommandLine, ProxyUseFdpass: h.ProxyUseFdpass,
 			// "no" and "ask" are not honored: a sweep never skips the check and never prompts.
 			AcceptNew: o.acceptNew || h.StrictHostKeyChecking == "accept-new"}
 		for _, hop := range h.ProxyJump {
@@ -134,6 +137,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		Fanout:         fanoutWithin(o.fanout, len(hosts), e),
 		AcceptNew:      o.acceptNew,
 		Head:           headCheck(nonce),
+		Shell:          e.getenv("SHELL"), // a ProxyCommand runs in the user's shell, as ssh runs it
 	}
 	if ag != nil {
 		sopt.Agent = ag
@@ -161,18 +165,14 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	for i, h := range hosts {
 		targets[i] = o.target(h)
 		debug.route(h.label, targets[i], ag != nil, sopt)
-		for _, ig := range h.conf.Ignored {
-			fmt.Fprintf(e.stderr, "gputriage: %s: %s\n", report.Sanitize(h.label), ig)
-		}
-		if h.conf.StrictHostKeyChecking == "no" {
-			fmt.Fprintf(e.stderr, "gputriage: %s: StrictHostKeyChecking no is not honored: host keys are always checked (use --accept-new to record unknown ones)\n", report.Sanitize(h.label))
-		}
 	}
+	printConfigNotes(e.stderr, hosts)
 	out := make([]report.Host, len(hosts))
 	notes := make([][]string, len(hosts)) // printed in host order once the sweep is over
 	sopt.Done = func(i int, r *sshexec.Result) {
 		debug.result(hosts[i].label, r)
 		out[i], notes[i] = o.finishHost(hosts[i].label, r, nonce)
+		blameConfig(out[i].Err, hosts[i].conf)
 		sv.host(out[i])
 		tr.finish(&out[i])
 		r.Stdout, r.Stderr = nil, nil
@@ -189,6 +189,67 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		}
 	}
 	return out, nil
+}
+
+// strictNoNote is said of the hosts whose config turns host key checking off.
+const strictNoNote = "StrictHostKeyChecking no: not honored: host keys are always checked (use --accept-new to record unknown ones)"
+
+// printConfigNotes names, once for the sweep, each config line gputriage does not act on that
+// changes how a host is reached, folding the hosts it applies to:
+// "ProxyUseFdpass (~/.ssh/config:12): ...; used by gpu[01-16]".
+func printConfigNotes(w io.Writer, hosts []resolved) {
+	var order []string
+	used := map[string][]string{}
+	add := func(msg, label string) {
+		if _, ok := used[msg]; !ok {
+			order = append(order, msg)
+		}
+		used[msg] = append(used[msg], label)
+	}
+	for _, h := range hosts {
+		for _, n := range configNotes(h.conf) {
+			add(n.String(), h.label)
+		}
+		if h.conf.StrictHostKeyChecking == "no" {
+			add(strictNoNote, h.label)
+		}
+	}
+	for _, msg := range order {
+		fmt.Fprintf(w, "gputriage: %s; used by %s\n", report.Sanitize(msg), report.Sanitize(hostlist.Fold(used[msg])))
+	}
+}
+
+// configNotes are the notes of a host and of the jump hosts on its way, each once.
+func configNotes(h sshconf.Host) []sshconf.Note {
+	out := slices.Clone(h.Notes)
+	for _, hop := range h.ProxyJump {
+		for _, n := range configNotes(hop) {
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// blameConfig adds to a failure on the way to a host the config lines gputriage did not honor
+// for it: one of them may be why ssh reaches the host and gputriage does not.
+func blameConfig(he *report.HostError, h sshconf.Host) {
+	if he == nil {
+		return
+	}
+	switch he.Phase {
+	case sshexec.PhaseResolve, sshexec.PhaseConnect, sshexec.PhaseHandshake, sshexec.PhaseHostKey, sshexec.PhaseAuth:
+	default:
+		return
+	}
+	var lines []string
+	for _, n := range configNotes(h) {
+		lines = append(lines, n.Keyword+" ("+n.Where+")")
+	}
+	if len(lines) > 0 {
+		he.Message += "; gputriage did not honor this host's " + strings.Join(lines, ", ") + ", which may be why"
+	}
 }
 
 // finishHost turns one host's SSH result into its report host, whole (the raw capture with
@@ -449,32 +510,43 @@ func replayDir(dir string, tr triager) ([]report.Host, error) {
 	return hosts, nil
 }
 
+// dryRunHost is one host of --dry-run's JSON.
+type dryRunHost struct {
+	Host            string   `json:"host"`
+	HostName        string   `json:"hostname"`
+	Port            int      `json:"port"`
+	User            string   `json:"user"`
+	IdentityFiles   []string `json:"identity_files"`
+	IdentitiesOnly  bool     `json:"identities_only"`
+	ProxyJump       []string `json:"proxy_jump"`       // each hop as user@hostname:port
+	ProxyJumpHosts  []string `json:"proxy_jump_hosts"` // each hop as named
+	ProxyCommand    *string  `json:"proxy_command"`
+	KnownHostsFiles []string `json:"known_hosts_files"`
+	HostKeyAlias    *string  `json:"host_key_alias"`
+	StrictHostKey   string   `json:"strict_host_key_checking"`
+	ConnectTimeout  *float64 `json:"connect_timeout_seconds"`
+	Ignored         []string `json:"ignored"`
+}
+
 // dryRun prints how each host would be reached, like ssh -G, without connecting.
 func dryRun(w io.Writer, hosts []resolved, format string) error {
-	type jsonHost struct {
-		Host            string   `json:"host"`
-		HostName        string   `json:"hostname"`
-		Port            int      `json:"port"`
-		User            string   `json:"user"`
-		IdentityFiles   []string `json:"identity_files"`
-		IdentitiesOnly  bool     `json:"identities_only"`
-		ProxyJump       []string `json:"proxy_jump"`
-		KnownHostsFiles []string `json:"known_hosts_files"`
-		HostKeyAlias    *string  `json:"host_key_alias"`
-		StrictHostKey   string   `json:"strict_host_key_checking"`
-		ConnectTimeout  *float64 `json:"connect_timeout_seconds"`
-		Ignored         []string `json:"ignored"`
-	}
 	doc := struct {
-		Hosts []jsonHost `json:"hosts"`
-	}{Hosts: []jsonHost{}}
+		Hosts []dryRunHost `json:"hosts"`
+	}{Hosts: []dryRunHost{}}
 	for _, r := range hosts {
 		h := r.conf
-		j := jsonHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
-			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{},
-			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: nonNil(h.Ignored)}
+		j := dryRunHost{Host: r.label, HostName: h.HostName, Port: h.Port, User: h.User,
+			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{}, ProxyJumpHosts: []string{},
+			KnownHostsFiles: nonNil(h.KnownHostsFiles()), StrictHostKey: h.StrictHostKeyChecking, Ignored: []string{}}
+		for _, n := range h.Notes {
+			j.Ignored = append(j.Ignored, n.String())
+		}
 		for _, hop := range h.ProxyJump {
-			j.ProxyJump = append(j.ProxyJump, hop.Alias)
+			j.ProxyJump = append(j.ProxyJump, hopSpec(hop))
+			j.ProxyJumpHosts = append(j.ProxyJumpHosts, hop.Alias)
+		}
+		if h.ProxyCommand != "" {
+			j.ProxyCommand = &h.ProxyCommand
 		}
 		if h.HostKeyAlias != "" {
 			j.HostKeyAlias = &h.HostKeyAlias
@@ -490,15 +562,28 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(doc)
 	}
+	_, err := io.WriteString(w, dryRunText(doc.Hosts))
+	return err
+}
+
+// dryRunText is --dry-run's text: each host and how it would be reached, sanitized.
+func dryRunText(hosts []dryRunHost) string {
 	var b strings.Builder
-	for _, j := range doc.Hosts {
+	for _, j := range hosts {
 		fmt.Fprintf(&b, "%s\n", report.Sanitize(j.Host))
 		fmt.Fprintf(&b, "  hostname %s, port %d, user %s\n", report.Sanitize(j.HostName), j.Port, report.Sanitize(j.User))
 		fmt.Fprintf(&b, "  identity files: %s\n", listOrNone(j.IdentityFiles))
 		if j.IdentitiesOnly {
 			b.WriteString("  identities only: yes\n")
 		}
-		fmt.Fprintf(&b, "  proxy jump: %s\n", listOrNone(j.ProxyJump))
+		hops := make([]string, len(j.ProxyJump))
+		for i, spec := range j.ProxyJump {
+			hops[i] = spec + " (" + j.ProxyJumpHosts[i] + ")"
+		}
+		fmt.Fprintf(&b, "  proxy jump: %s\n", listOrNone(hops))
+		if j.ProxyCommand != nil {
+			fmt.Fprintf(&b, "  proxy command: %s\n", report.Sanitize(*j.ProxyCommand))
+		}
 		fmt.Fprintf(&b, "  known_hosts: %s\n", listOrNone(j.KnownHostsFiles))
 		if j.HostKeyAlias != nil {
 			fmt.Fprintf(&b, "  host key alias: %s\n", report.Sanitize(*j.HostKeyAlias))
@@ -507,8 +592,13 @@ func dryRun(w io.Writer, hosts []resolved, format string) error {
 			fmt.Fprintf(&b, "  ignored: %s\n", report.Sanitize(ig))
 		}
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return b.String()
+}
+
+// hopSpec writes a jump hop as ssh -G writes a ProxyJump: user@host:port, an IPv6 address in
+// brackets.
+func hopSpec(h sshconf.Host) string {
+	return h.User + "@" + net.JoinHostPort(h.HostName, strconv.Itoa(h.Port))
 }
 
 func nonNil(s []string) []string {
