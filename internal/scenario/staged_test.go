@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +63,26 @@ func (s *stage) cgroup(rel string) string {
 	}
 	return dir
 }
+
+// userCgroup is a cgroup at rel below a user's manager, at systemd's real place
+// /user.slice/user-UID.slice/user@UID.service/ (its subtree is delegated: the user names the
+// cgroups there), for a uid no other stage uses.
+func (s *stage) userCgroup(rel string) string {
+	s.t.Helper()
+	uid := 3_000_000 + os.Getpid()%100_000*10 + int(userCgroups.Add(1)%10)
+	slice := fmt.Sprintf("user.slice/user-%d.slice", uid)
+	dir, err := scenario.MakeCgroup(s.root, fmt.Sprintf("%s/user@%d.service/%s", slice, uid, rel))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		scenario.RemoveCgroups(filepath.Join(s.root, slice))
+		_ = os.Remove(filepath.Join(s.root, "user.slice")) // only when no other stage uses it
+	})
+	return dir
+}
+
+var userCgroups atomic.Int64
 
 // gpuSet gives the host GPUs of these totals (MiB); mig lists the indexes with MIG enabled.
 func (s *stage) gpuSet(totals []int64, mig ...int) {
@@ -381,6 +403,31 @@ func TestStagedHosts(t *testing.T) {
 				fix:      []string{fmt.Sprint("kill ", c.PID), "systemctl --user --machine=1000@ stop -- sshd.service"},
 				text:     []string{"user unit sshd.service of uid 1000"},
 				innocent: scenario.Innocents{PIDs: []int{sys.PID}, Commands: []*regexp.Regexp{systemSSHDStop}}}
+		}},
+		// Below their own manager users name the cgroups: one named like another's container,
+		// Slurm job or pod must not make gputriage stop that container, job or pod.
+		{"a user's cgroup named like a real docker container", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			const victim = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.userCgroup("app.slice/docker-" + victim + ".scope")}, true)
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{victim[:12], victim}, Commands: []*regexp.Regexp{regexp.MustCompile(`docker +(stop|kill|rm|restart)|docker:`)}}}
+		}},
+		{"a user's cgroup named like a Slurm job", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.userCgroup("app.slice/slurmstepd.scope/job_4242/step_0")}, true)
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{"4242"}, Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`)}}}
+		}},
+		{"a user's cgroup named like a Kubernetes pod", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			const pod = "1b2c3d4e-0000-1111-2222-333344445555"
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.userCgroup("kubepods/pod" + pod + "/0123456789abcdef0123")}, true)
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{pod}, Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl|crictl`)}}}
 		}},
 		{"a unit named -H.service is quoted and after --", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
