@@ -31,6 +31,9 @@ type stage struct {
 	extra  map[int]int64 // GPU index -> MiB used that no process is listed for
 	units  []scenario.Unit
 	shmDir int
+	// aged makes processes older than a test can wait for: PID -> its age when probed. Only
+	// the start time in the parsed capture is moved back; all else is the real process.
+	aged map[int]time.Duration
 }
 
 func newStage(t *testing.T) *stage {
@@ -51,7 +54,7 @@ func newStage(t *testing.T) *stage {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { scenario.RemoveCgroups(dir) })
-	return &stage{t: t, root: root, id: id, extra: map[int]int64{}}
+	return &stage{t: t, root: root, id: id, extra: map[int]int64{}, aged: map[int]time.Duration{}}
 }
 
 // cgroup is a cgroup of this stage, e.g. "system.slice/vllm.service".
@@ -172,6 +175,16 @@ func (s *stage) run() rendered {
 	snap, err := parse.Parse(raw)
 	if err != nil {
 		snap.Notes = append(snap.Notes, parse.Note{Code: "parse-error", Message: err.Error()})
+	}
+	now := time.Now()
+	if snap.Host.Time != nil {
+		now = *snap.Host.Time
+	}
+	for i := range snap.Processes {
+		if age, ok := s.aged[snap.Processes[i].PID]; ok {
+			start := now.Add(-age)
+			snap.Processes[i].StartTime = &start
+		}
 	}
 	var r rendered
 	r.res = diagnose.Diagnose(snap, time.Now())
@@ -428,6 +441,16 @@ func TestStagedHosts(t *testing.T) {
 			s.hold(c.PID, 0, 40_000)
 			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
 				innocent: scenario.Innocents{Names: []string{pod}, Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl|crictl`)}}}
+		}},
+		{"another user's fresh GPU job does not make a long-running server a leftover", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			v := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Orphan: true}, false) // nohup'd, healthy
+			s.aged[v.PID] = 50 * time.Hour
+			a := s.server(scenario.Server{Module: "torch_probe", UID: 65534, Python: "/usr/bin/python3"}, false)
+			s.hold(v.PID, 0, 40_000)
+			s.hold(a.PID, 1, 500)
+			return expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
+				innocent: scenario.Innocents{PIDs: []int{v.PID}, Commands: []*regexp.Regexp{regexp.MustCompile(fmt.Sprint(`kill .*\b`, v.PID))}}}
 		}},
 		{"a unit named -H.service is quoted and after --", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
