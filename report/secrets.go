@@ -22,6 +22,7 @@ import (
 //     --access-token, --admin-api-key, --db-password, --client-secret, ...);
 //   - NAME=VALUE where NAME (upper-cased) is one of those words or ends in "_" and one of them
 //     (HF_TOKEN=, OPENAI_API_KEY=, AWS_SECRET_ACCESS_KEY=, DB_PASSWORD=, also in a URL's query);
+//   - "NAME": VALUE and 'NAME': VALUE with such a NAME (JSON, Python's dict repr);
 //   - "NAME: VALUE" headers with such a NAME, and "Authorization: [Bearer|Basic|Token] VALUE";
 //     "Bearer VALUE" anywhere;
 //   - the password of a URL's user:password@;
@@ -125,6 +126,7 @@ func maskText(s string) string {
 	if !mayHoldSecret(s) {
 		return s
 	}
+	s = maskQuotedKeys(s)
 	var b strings.Builder
 	done := 0        // s[:done] is in b
 	pending := false // the previous word announced a secret: this word is one
@@ -180,6 +182,7 @@ func maskWord(w string, whole bool) string {
 	if !mayHoldSecret(w) {
 		return w
 	}
+	w = maskQuotedKeys(w)
 	w = maskAssignments(w, whole)
 	w = maskURLPassword(w)
 	return knownToken.ReplaceAllString(w, secretMask)
@@ -220,6 +223,73 @@ func maskAssignments(w string, whole bool) string {
 	}
 	b.WriteString(w[last:])
 	return b.String()
+}
+
+// maskQuotedKeys masks the values of quoted credential keys, as JSON and Python's dict repr
+// write them: {"api_key": "v"}, {'password':'v'}, "token": v. A quoted value ends at its
+// closing quote (JSON's \" escapes skipped), another at ',', '}', ']' or a space.
+func maskQuotedKeys(s string) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); i++ {
+		q := s[i]
+		if q != '"' && q != '\'' {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && isNameByte(s[j]) {
+			j++
+		}
+		if j == len(s) || s[j] != q || !isCredentialName(s[i+1:j]) {
+			continue
+		}
+		k := skipSpaces(s, j+1)
+		if k == len(s) || s[k] != ':' {
+			continue
+		}
+		from, to := quotedKeyValue(s, skipSpaces(s, k+1))
+		if from == to || s[from:to] == secretMask {
+			i = j
+			continue
+		}
+		b.WriteString(s[done:from])
+		b.WriteString(secretMask)
+		done, i = to, to-1
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// quotedKeyValue is where the value at s[k:] lies: inside its quotes, or up to the next ',',
+// '}', ']' or space.
+func quotedKeyValue(s string, k int) (from, to int) {
+	if k < len(s) && (s[k] == '"' || s[k] == '\'') {
+		q := s[k]
+		for e := k + 1; e < len(s); e++ {
+			switch s[e] {
+			case '\\':
+				e++
+			case q:
+				return k + 1, e
+			}
+		}
+		return k + 1, len(s)
+	}
+	e := k
+	for e < len(s) && !strings.ContainsRune(",}] \t\n\r\x00", rune(s[e])) {
+		e++
+	}
+	return k, e
+}
+
+func skipSpaces(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
 }
 
 // maskURLPassword masks the password of every scheme://user:password@host in w.

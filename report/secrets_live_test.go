@@ -50,6 +50,7 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 		}
 	}
 	const secretArg, secretShm = "liveSECRETargValue0123456789", "liveSECRETshmValue0123456789"
+	const secretJSON, secretDict = "liveSECRETjsonValue0123456789", "liveSECRETdictValue0123456789"
 	shm := "/dev/shm/gt-secret-" + time.Now().Format("150405.000000") + "-HF_TOKEN=" + secretShm
 	f, err := os.Create(shm)
 	if err != nil {
@@ -58,7 +59,8 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	defer os.Remove(shm)
 	defer f.Close()
 	p, err := scenario.Start(scenario.Server{Module: "vllm.entrypoints.openai.api_server",
-		Args: []string{"--host", "0.0.0.0", "--api-key", secretArg, "--served-model-name", "m"}})
+		Args: []string{"--host", "0.0.0.0", "--api-key", secretArg, "--served-model-name", "m",
+			"--config", `{"api_key": "` + secretJSON + `", "port": 8000}`, "--override", `{'password':'` + secretDict + `'}`}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,9 +84,17 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	snap, parseErr := parse.Parse(raw) // other tests' hostile processes may not parse
 	hosts := []Host{{Name: "live", Snapshot: snap, Result: diagnose.Diagnose(snap, time.Now()), Capture: raw}}
 	md := render(t, Markdown, hosts, Options{})
-	for _, s := range []string{secretArg, secretShm} {
+	for _, s := range []string{secretArg, secretShm, secretJSON, secretDict} {
 		if strings.Contains(md, s) || decodesTo(md, s) {
 			t.Errorf("the Markdown report shows %q", s)
+		}
+	}
+	for name, f := range map[string]renderFunc{"text": Text, "json": JSON} {
+		out := render(t, f, hosts, Options{Verbose: true})
+		for _, s := range []string{secretArg, secretJSON, secretDict} {
+			if strings.Contains(out, s) {
+				t.Errorf("the %s report shows %q", name, s)
+			}
 		}
 	}
 	// The masked capture still reads as the host's: the same processes, the key masked.
