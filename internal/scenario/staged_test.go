@@ -452,6 +452,15 @@ func TestStagedHosts(t *testing.T) {
 			return expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
 				innocent: scenario.Innocents{PIDs: []int{v.PID}, Commands: []*regexp.Regexp{regexp.MustCompile(fmt.Sprint(`kill .*\b`, v.PID))}}}
 		}},
+		{"a newline inside an argument does not make a model path", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service"),
+				Args: []string{"--chat-template", "{# usage:\n--model\n/nonexistent/gt-model #}"}}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			s.hold(h.PID, 0, 40_000)
+			return expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Names: []string{"vllm.service"}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
 		{"a unit named -H.service is quoted and after --", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
 			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("system.slice/-H.service")}, true)
