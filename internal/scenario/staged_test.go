@@ -499,6 +499,16 @@ func TestStagedHosts(t *testing.T) {
 				text:     []string{"stopping it brings the GPUs back into balance"},
 				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl}}}
 		}},
+		{"mixed GPU models: the GPUs with room are named in nvidia-smi's order", func(s *stage) expect {
+			s.gpuSet([]int64{24564, 24564, 81559, 81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			s.hold(h.PID, 2, 60_000)
+			return expect{code: diagnose.CodeMemoryImbalance, gpus: []int{2, 3, 4},
+				fix: []string{"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,4  # only the GPUs with room"},
+				// CUDA numbers mixed models fastest first: bare indexes would name other GPUs.
+				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`export CUDA_VISIBLE_DEVICES`), anySystemctl}}}
+		}},
 		{"MIG instances' memory is not ghost memory; the stopped leftover is named", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559, 81559}, 0)
 			s.extra[0] = 1_500
