@@ -77,6 +77,17 @@ func TestDiagnoseScenarios(t *testing.T) {
 		s.Units = append(s.Units, parse.Unit{Name: "worker.service", ActiveState: "active", SubState: "running"})
 		return s
 	}
+	// orphanOldOthers is orphanOld with the other work started by hand: by another user, or
+	// by the orphan's own user.
+	orphanOldOthers := func(uid int, user string) func() *parse.Snapshot {
+		return func() *parse.Snapshot {
+			s := orphanOld()
+			w := &s.Processes[len(s.Processes)-1]
+			w.UID, w.User, w.Cgroup = ip(uid), user, sessionCgroup(9)
+			s.Units = s.Units[:len(s.Units)-1]
+			return s
+		}
+	}
 	handWorkers := func() *parse.Snapshot {
 		// Two spawn workers of a launcher that holds no GPU device, so the probe did not
 		// describe it: one job, not two.
@@ -300,6 +311,22 @@ func TestDiagnoseScenarios(t *testing.T) {
 			want: []want{
 				{code: CodeLeftoverProcess, severity: Error, pids: []int{7000}, evidence: []string{"reason: it is orphaned", "2d02h"}, fix: []string{"kill 7000"}},
 				{code: CodeGPUBusy, severity: Info, pids: []int{7100}},
+			},
+			worst: Error,
+		},
+		{
+			// Anyone can start GPU work at any time: another user's fresh job must not make a
+			// healthy long-running server look abandoned.
+			name: "orphaned and much older than another user's work",
+			snap: orphanOldOthers(1001, "mallory"),
+			want: []want{{code: CodeGPUBusy, severity: Info, pids: []int{7000}}},
+			not:  []string{CodeLeftoverProcess},
+		},
+		{
+			name: "orphaned and much older than its own user's other work",
+			snap: orphanOldOthers(1000, "bob"),
+			want: []want{
+				{code: CodeLeftoverProcess, severity: Error, pids: []int{7000}, evidence: []string{"reason: it is orphaned", "2d02h"}, fix: []string{"kill 7000"}},
 			},
 			worst: Error,
 		},

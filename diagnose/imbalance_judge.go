@@ -290,8 +290,8 @@ func (h *host) stillShortWords(b *strings.Builder, im *Imbalance) {
 	}
 	b.WriteString(". ")
 	if len(im.RoomAfter) > 0 {
-		fmt.Fprintf(b, "After stopping the leftovers, launch only on %s (CUDA_VISIBLE_DEVICES=%s) with a tensor-parallel size that fits, or wait until %s %s free again.",
-			FormatGPUs(im.RoomAfter), joinInts(im.RoomAfter, ","), FormatGPUs(im.StillShort), plural(len(im.StillShort), "is", "are"))
+		fmt.Fprintf(b, "After stopping the leftovers, launch only on %s (%s) with a tensor-parallel size that fits, or wait until %s %s free again.",
+			FormatGPUs(im.RoomAfter), h.visibleDevices(im.RoomAfter), FormatGPUs(im.StillShort), plural(len(im.StillShort), "is", "are"))
 	} else {
 		fmt.Fprintf(b, "Wait until %s %s free again.", FormatGPUs(im.StillShort), plural(len(im.StillShort), "is", "are"))
 	}
@@ -316,9 +316,23 @@ func (h *host) imbalanceFix(im *Imbalance, pass []int) []string {
 	}
 	switch {
 	case len(im.Leftover) == 0 && len(im.Healthy) > 0 && im.unlisted() == 0 && len(pass) > 0:
-		fix = append(fix, "export CUDA_VISIBLE_DEVICES="+joinInts(pass, ",")+"  # only the GPUs with room")
+		fix = append(fix, "export "+h.visibleDevices(pass)+"  # only the GPUs with room")
 	case len(im.Leftover) > 0 && !im.BalancedAfter && len(im.RoomAfter) > 0:
-		fix = append(fix, "export CUDA_VISIBLE_DEVICES="+joinInts(im.RoomAfter, ",")+"  # the GPUs with room once the leftovers are stopped")
+		fix = append(fix, "export "+h.visibleDevices(im.RoomAfter)+"  # the GPUs with room once the leftovers are stopped")
 	}
 	return append(fix, "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv")
+}
+
+// visibleDevices is the environment that makes CUDA use exactly these GPUs, numbered as
+// nvidia-smi numbers them: on a host with GPUs of different models CUDA numbers them fastest
+// first unless CUDA_DEVICE_ORDER=PCI_BUS_ID is set, and the indexes would name other GPUs,
+// maybe ones that healthy work uses.
+func (h *host) visibleDevices(gpus []int) string {
+	env := "CUDA_VISIBLE_DEVICES=" + joinInts(gpus, ",")
+	for _, g := range h.s.GPUs {
+		if g.Name != h.s.GPUs[0].Name {
+			return "CUDA_DEVICE_ORDER=PCI_BUS_ID " + env
+		}
+	}
+	return env
 }

@@ -199,25 +199,36 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 	return v
 }
 
-// muchOlder reports whether gp has run much longer than every GPU process of other jobs.
+// muchOlder reports whether gp has run much longer than every GPU process of the other
+// jobs it is compared with: its own user's and the system's services' (see ageClass). Another
+// user's work is no yardstick: anyone can start a GPU process at any time, and that must not
+// make a healthy long-running server look abandoned.
 func (h *host) muchOlder(gp *GPUProcess) (bool, string) {
 	if gp.Elapsed == nil {
 		return false, ""
 	}
 	key := h.jobKey(gp)
+	classes := []string{systemClass}
+	if gp.UID != nil {
+		classes = append(classes, uidClass(*gp.UID))
+	}
 	var oldest time.Duration
 	found := false
-	for _, j := range h.twoOldestJobs() {
-		if j.key != key {
-			oldest, found = j.elapsed, true
-			break
+	for _, c := range classes {
+		for _, j := range h.twoOldestJobs()[c] {
+			if j.key != key {
+				if !found || j.elapsed > oldest {
+					oldest, found = j.elapsed, true
+				}
+				break
+			}
 		}
 	}
 	if !found {
 		return false, ""
 	}
 	if *gp.Elapsed >= olderFactor*oldest && *gp.Elapsed-oldest >= olderMargin {
-		return true, fmt.Sprintf("it has run for %s, while the host's other GPU work started at most %s ago", FormatAge(*gp.Elapsed), FormatAge(oldest))
+		return true, fmt.Sprintf("it has run for %s, while the other GPU work of its user and of the host's services started at most %s ago", FormatAge(*gp.Elapsed), FormatAge(oldest))
 	}
 	return false, ""
 }
@@ -578,27 +589,57 @@ func someOthers(xs []int, x int) (others []int, more int) {
 	return others, 0
 }
 
-// twoOldestJobs finds, once per host, the two oldest jobs that hold GPU memory (each aged by
-// its oldest process), so muchOlder costs O(1) per process rather than a pass over all of
+// twoOldestJobs finds, once per host and per age class, the two oldest jobs that hold GPU
+// memory (each aged by its oldest process), so muchOlder costs O(1) per process rather than a pass over all of
 // them: a host with thousands of GPU processes stays linear.
-func (h *host) twoOldestJobs() []jobAge {
-	if h.oldestDone {
+func (h *host) twoOldestJobs() map[string][]jobAge {
+	if h.oldestJobs != nil {
 		return h.oldestJobs
 	}
-	h.oldestDone = true
-	byJob := map[string]time.Duration{}
+	byJob := map[string]map[string]time.Duration{} // class -> job -> its oldest process
 	for i := range h.procs {
 		o := &h.procs[i]
 		if o.Elapsed == nil || o.memMiB() <= 0 {
 			continue
 		}
+		c := h.ageClass(o)
+		if byJob[c] == nil {
+			byJob[c] = map[string]time.Duration{}
+		}
 		k := h.jobKey(o)
-		if d, ok := byJob[k]; !ok || *o.Elapsed > d {
-			byJob[k] = *o.Elapsed
+		if d, ok := byJob[c][k]; !ok || *o.Elapsed > d {
+			byJob[c][k] = *o.Elapsed
 		}
 	}
+	h.oldestJobs = map[string][]jobAge{}
+	for c, jobs := range byJob {
+		h.oldestJobs[c] = twoOldest(jobs)
+	}
+	return h.oldestJobs
+}
+
+// systemClass is the age class of work the system manager runs: its services and containers,
+// which no unprivileged user can start.
+const systemClass = "system"
+
+func uidClass(uid int) string { return "uid " + strconv.Itoa(uid) }
+
+// ageClass is whose work o is, for comparing ages: the system's (a system unit that is not a
+// login unit, or a container) or its user's; "" when neither is known.
+func (h *host) ageClass(o *GPUProcess) string {
+	if u, ok := h.procUnit(o); (ok && u.UserUID == nil && !isLoginUnit(u)) || o.Container != "" {
+		return systemClass
+	}
+	if o.UID != nil {
+		return uidClass(*o.UID)
+	}
+	return ""
+}
+
+// twoOldest are the two oldest of jobs, oldest first.
+func twoOldest(jobs map[string]time.Duration) []jobAge {
 	var best []jobAge
-	for k, d := range byJob {
+	for k, d := range jobs {
 		j := jobAge{k, d}
 		switch {
 		case len(best) < 2:
@@ -610,7 +651,6 @@ func (h *host) twoOldestJobs() []jobAge {
 			best[0], best[1] = best[1], best[0]
 		}
 	}
-	h.oldestJobs = best
 	return best
 }
 

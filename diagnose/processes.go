@@ -33,10 +33,10 @@ type host struct {
 	// left over; built on first use, after the leftovers are judged.
 	healthyUnits map[string][]int
 
-	// oldestJobs are the two oldest jobs holding GPU memory, oldest first, each by its
-	// oldest process: enough to answer "how old is the oldest other job" in O(1).
-	oldestJobs []jobAge
-	oldestDone bool
+	// oldestJobs are, per age class (see ageClass), the two oldest jobs holding GPU memory,
+	// oldest first, each by its oldest process: enough to answer "how old is the oldest other
+	// job" in O(1). Built on first use.
+	oldestJobs map[string][]jobAge
 }
 
 type jobAge struct {

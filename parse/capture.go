@@ -50,6 +50,10 @@ const maxSections = 64
 // travels base64-encoded: their bodies may hold NUL, which the probe's shell cannot keep.
 var base64Sections = map[string]bool{"fds": true}
 
+// IsBase64Section reports whether a version 2 section's stream travels base64-encoded, in
+// lines of 76 characters, between its begin and end markers.
+func IsBase64Section(name string) bool { return base64Sections[name] }
+
 // SectionLimit is the client's bound on the body of the named section.
 func SectionLimit(name string) int {
 	if n, ok := sectionLimits[name]; ok {

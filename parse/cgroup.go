@@ -55,6 +55,12 @@ func ParseCgroup(text string) Cgroup {
 		paths = append(paths, l.Path)
 	}
 	for _, p := range paths {
+		// Below a user's manager the user names the cgroups (systemd delegates that subtree):
+		// a "docker-<id>.scope", "slurm/job_N" or "kubepods/pod<uid>" there names nothing the
+		// user does not own, and must not make a command stop someone else's container or job.
+		if _, ok := userSubtree(p); ok {
+			continue
+		}
 		if c.ContainerID == "" {
 			c.ContainerID, c.Runtime = cgroupContainer(p)
 		}
@@ -69,22 +75,18 @@ func ParseCgroup(text string) Cgroup {
 }
 
 // cgroupUnit returns the unit a cgroup path lies in (its first component below the slices,
-// when that is a .service or .scope), and the uid of
-// the user manager that runs it when the path lies below
-// /user.slice/user-UID.slice/user@UID.service/ (systemd's fixed place for user UID's manager;
-// below it the user names the cgroups, so a "user@0.service" deeper down is just a name).
+// when that is a .service or .scope, as systemd's cg_path_get_unit reads it), and the uid of
+// the user manager that runs it when the path lies below the user's delegated subtree (see
+// userSubtree; below it the user names the cgroups, so a "user@0.service" deeper down is the
+// name of one of the user's own units).
 // A process directly in user@UID.service (cgroup v1), or below it in no unit of its own, is in
 // the system unit user@UID.service: uid nil.
 func cgroupUnit(path string) (unit string, userManager *int) {
 	parts := strings.Split(path, "/")
 	from := 0
-	if len(parts) > 4 && parts[0] == "" && parts[1] == "user.slice" {
-		id, ok1 := strings.CutPrefix(parts[2], "user-")
-		id, ok2 := strings.CutSuffix(id, ".slice")
-		uid, ok3 := atoiNonNeg(id)
-		if ok1 && ok2 && ok3 && parts[3] == "user@"+id+".service" && strconv.Itoa(uid) == id {
-			from, userManager = 4, &uid
-		}
+	uid, inUser := userSubtree(path)
+	if inUser {
+		from, userManager = 4, &uid
 	}
 	// As systemd's cg_path_get_unit: the unit is the first component below the slices.
 	// Everything under a unit's cgroup is that unit's own (a delegated service, a container
@@ -103,6 +105,23 @@ func cgroupUnit(path string) (unit string, userManager *int) {
 		return parts[3], nil
 	}
 	return "", nil
+}
+
+// userSubtree reports whether a cgroup path lies at or below
+// /user.slice/user-UID.slice/user@UID.service (systemd's fixed place for user UID's manager,
+// whose subtree is delegated to the user), and UID.
+func userSubtree(path string) (uid int, ok bool) {
+	parts := strings.SplitN(path, "/", 5)
+	if len(parts) < 4 || parts[0] != "" || parts[1] != "user.slice" {
+		return 0, false
+	}
+	id, ok1 := strings.CutPrefix(parts[2], "user-")
+	id, ok2 := strings.CutSuffix(id, ".slice")
+	n, ok3 := atoiNonNeg(id)
+	if !ok1 || !ok2 || !ok3 || parts[3] != "user@"+id+".service" || strconv.Itoa(n) != id {
+		return 0, false
+	}
+	return n, true
 }
 
 // scopeRuntimes are the systemd scopes container runtimes create: PREFIX<id>.scope.

@@ -68,6 +68,15 @@ func TestCgroup(t *testing.T) {
 			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope", SlurmJob: "77", SlurmStep: "extern"}, 2},
 		{"v2 user service", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x-1.scope\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x-1.scope", Unit: "app-gnome-x-1.scope"}, 1},
+		// Below a user's manager the user names the cgroups: no container, pod or job there.
+		{"user cgroup named like a docker container", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/docker-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/user.slice/user-1000.slice/user@1000.service/app.slice/docker-0123456789abcdef0123.scope", Unit: "docker-0123456789abcdef0123.scope"}, 1},
+		{"user cgroup named like a slurm job", "0::/user.slice/user-1000.slice/user@1000.service/slurm/job_77/step_0\n", Cgroup{
+			Path: "/user.slice/user-1000.slice/user@1000.service/slurm/job_77/step_0", Unit: "user@1000.service"}, 1},
+		{"user cgroup named like a pod", "0::/user.slice/user-1000.slice/user@1000.service/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/user.slice/user-1000.slice/user@1000.service/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123", Unit: "user@1000.service"}, 1},
+		{"v1 user cgroup named like a docker container", "4:memory:/user.slice/user-1000.slice/user@1000.service/docker/0123456789abcdef0123\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", Cgroup{
+			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope"}, 2},
 		{"root only", "0::/\n", Cgroup{Path: "/"}, 1},
 		{"garbage and CRLF", "nonsense\r\n0::/system.slice/a.service\r\n", Cgroup{Path: "/system.slice/a.service", Unit: "a.service"}, 1},
 		{"empty", "", Cgroup{}, 0},

@@ -146,10 +146,44 @@ func (p *snapParser) run() {
 	fds := p.fds()
 	maps, sizes := p.mapsAndSizes()
 	p.procs()
+	p.procsLeftOut(fds, maps)
 	p.users()
 	p.units()
 	p.shm()
 	joinShm(s, fds, maps, sizes)
+}
+
+// maxProbeProcs is how many processes the probe describes at most: the compute apps first,
+// then the holders of /dev/nvidia* and of deleted /dev/shm files, in /proc's order.
+const maxProbeProcs = 2000
+
+// procsLeftOut notes the processes the probe left out at its bound: any user can start
+// thousands of processes holding a deleted /dev/shm file, and the GPU holders after them in
+// /proc's order then go undescribed.
+func (p *snapParser) procsLeftOut(fds []OpenFD, maps []ShmMapping) {
+	want := map[int]bool{}
+	for _, a := range p.s.Apps {
+		want[a.PID] = true
+	}
+	for _, f := range fds {
+		if f.Deleted || strings.HasPrefix(f.Target, "/dev/nvidia") {
+			want[f.PID] = true
+		}
+	}
+	for _, m := range maps {
+		if m.Deleted {
+			want[m.PID] = true
+		}
+	}
+	if len(want) <= maxProbeProcs {
+		return
+	}
+	for _, pr := range p.s.Processes {
+		delete(want, pr.PID)
+	}
+	if len(want) > 0 {
+		p.note(NoteSectionTruncated, "section procs describes at most %d processes: %d more that use GPUs or deleted /dev/shm files were left out", maxProbeProcs, len(want))
+	}
 }
 
 // envelopeNotes notes a section cut at its bound, stopped by its time bound, or failed.

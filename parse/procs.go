@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -166,11 +167,32 @@ func (pb *procBuilder) flush() {
 	if len(pb.cgroup) > 0 {
 		p.Cgroup = ParseCgroup(strings.Join(pb.cgroup, "\n"))
 	}
+	p.ModelPaths = argvPaths(p.ModelPaths, p.Argv)
 	if pb.bad {
 		pb.count[p.PID]++ // contested: dropped below with any other block of its PID
 	}
 	pb.procs = append(pb.procs, *p)
 	pb.p, pb.cgroup = nil, nil
+}
+
+// argvPaths keeps the checked paths that are whole arguments of argv, or the value of a
+// whole "--flag=PATH" argument. The probe splits the command line at newlines as well as at
+// NULs, so an argument "x\n--model\n/gone" would otherwise read as a model path of its own,
+// and a missing model path marks a leftover.
+func argvPaths(paths []PathCheck, argv []string) []PathCheck {
+	out := paths[:0]
+	for _, pc := range paths {
+		if slices.ContainsFunc(argv, func(a string) bool {
+			flag, v, ok := strings.Cut(a, "=")
+			return a == pc.Path || ok && v == pc.Path && strings.HasPrefix(flag, "-") && !strings.Contains(flag, "\n")
+		}) {
+			out = append(out, pc)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // done returns the processes described exactly once, and the PIDs that were not.

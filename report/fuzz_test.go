@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"net/netip"
 	"strings"
 	"testing"
@@ -96,4 +97,18 @@ func asciiLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// FuzzMaskCapture: masking a raw capture never panics, and masking twice changes nothing
+// more.
+func FuzzMaskCapture(f *testing.F) {
+	f.Add([]byte("@@gputriage n begin fds limit=9\nL3Byb2MvMS9mZAkzCS9kZXYvc2htL0hGX1RPS0VOPXNlY3JldA==\n@@gputriage n end fds\n"))
+	f.Add([]byte("pid 1\x00cgroup 0::/\x00argv cHl0aG9uMwAtLWFwaS1rZXkAc2VjcmV0\n\x00cwd /\n\x00end\x00"))
+	f.Add([]byte("argv cHl0aG9uMwAtLWFwaS1rZXkAc2VjcmV0\nHF_TOKEN=x\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		once := maskCapture(raw)
+		if twice := maskCapture(once); !bytes.Equal(twice, once) {
+			t.Errorf("masking %q twice: %q, then %q", raw, once, twice)
+		}
+	})
 }

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gputriage/gputriage/parse"
 )
 
 // Secret masking, on by default in every format (Options.ShowSecrets turns it off; Redact
@@ -20,6 +22,7 @@ import (
 //     --access-token, --admin-api-key, --db-password, --client-secret, ...);
 //   - NAME=VALUE where NAME (upper-cased) is one of those words or ends in "_" and one of them
 //     (HF_TOKEN=, OPENAI_API_KEY=, AWS_SECRET_ACCESS_KEY=, DB_PASSWORD=, also in a URL's query);
+//   - "NAME": VALUE and 'NAME': VALUE with such a NAME (JSON, Python's dict repr);
 //   - "NAME: VALUE" headers with such a NAME, and "Authorization: [Bearer|Basic|Token] VALUE";
 //     "Bearer VALUE" anywhere;
 //   - the password of a URL's user:password@;
@@ -29,8 +32,8 @@ import (
 // In a list of strings (an argv) a credential flag masks the whole next element, and a
 // flag=VALUE or NAME=VALUE element is masked to its end, spaces and all; in other text a value
 // ends at the next space, NUL or line break. The raw capture shown in Markdown is masked the
-// same way, its base64 argv lines decoded, masked and encoded again. Captures saved with --save
-// are the host's raw output and are not masked.
+// same way, its base64 argv fields and base64 sections decoded, masked and encoded again
+// (see maskCapture). Captures saved with --save are the host's raw output and are not masked.
 
 // secretMask replaces a secret: GitHub Actions' convention, recognizable in any format.
 const secretMask = "***"
@@ -123,6 +126,7 @@ func maskText(s string) string {
 	if !mayHoldSecret(s) {
 		return s
 	}
+	s = maskQuotedKeys(s)
 	var b strings.Builder
 	done := 0        // s[:done] is in b
 	pending := false // the previous word announced a secret: this word is one
@@ -178,6 +182,7 @@ func maskWord(w string, whole bool) string {
 	if !mayHoldSecret(w) {
 		return w
 	}
+	w = maskQuotedKeys(w)
 	w = maskAssignments(w, whole)
 	w = maskURLPassword(w)
 	return knownToken.ReplaceAllString(w, secretMask)
@@ -218,6 +223,73 @@ func maskAssignments(w string, whole bool) string {
 	}
 	b.WriteString(w[last:])
 	return b.String()
+}
+
+// maskQuotedKeys masks the values of quoted credential keys, as JSON and Python's dict repr
+// write them: {"api_key": "v"}, {'password':'v'}, "token": v. A quoted value ends at its
+// closing quote (JSON's \" escapes skipped), another at ',', '}', ']' or a space.
+func maskQuotedKeys(s string) string {
+	var b strings.Builder
+	done := 0 // s[:done] is in b
+	for i := 0; i < len(s); i++ {
+		q := s[i]
+		if q != '"' && q != '\'' {
+			continue
+		}
+		j := i + 1
+		for j < len(s) && isNameByte(s[j]) {
+			j++
+		}
+		if j == len(s) || s[j] != q || !isCredentialName(s[i+1:j]) {
+			continue
+		}
+		k := skipSpaces(s, j+1)
+		if k == len(s) || s[k] != ':' {
+			continue
+		}
+		from, to := quotedKeyValue(s, skipSpaces(s, k+1))
+		if from == to || s[from:to] == secretMask {
+			i = j
+			continue
+		}
+		b.WriteString(s[done:from])
+		b.WriteString(secretMask)
+		done, i = to, to-1
+	}
+	if done == 0 {
+		return s
+	}
+	b.WriteString(s[done:])
+	return b.String()
+}
+
+// quotedKeyValue is where the value at s[k:] lies: inside its quotes, or up to the next ',',
+// '}', ']' or space.
+func quotedKeyValue(s string, k int) (from, to int) {
+	if k < len(s) && (s[k] == '"' || s[k] == '\'') {
+		q := s[k]
+		for e := k + 1; e < len(s); e++ {
+			switch s[e] {
+			case '\\':
+				e++
+			case q:
+				return k + 1, e
+			}
+		}
+		return k + 1, len(s)
+	}
+	e := k
+	for e < len(s) && !strings.ContainsRune(",}] \t\n\r\x00", rune(s[e])) {
+		e++
+	}
+	return k, e
+}
+
+func skipSpaces(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	return i
 }
 
 // maskURLPassword masks the password of every scheme://user:password@host in w.
@@ -280,57 +352,177 @@ func maskArgv(argv []string) []string {
 	return out
 }
 
-// maskCapture masks a raw capture line by line; an "argv BASE64" line (the procs section) is
-// decoded, masked as an argument vector and encoded again. It returns raw itself when nothing
-// changed, having allocated little: most lines hold no hint of a secret.
+// maskCapture masks a raw capture: text line by line; an argv field ("argv BASE64", on its
+// own line in version 1, NUL-terminated and wrapped over lines in version 2) decoded, masked
+// as an argument vector and encoded again; a section that travels base64-encoded (fds: the
+// names of the files processes hold open) decoded, masked as text and encoded again. It
+// returns raw itself when nothing changed, having allocated little: most lines hold no hint
+// of a secret.
 func maskCapture(raw []byte) []byte {
-	var out []byte // nil until the first change
-	var dec []byte
+	c := captureMasker{raw: raw}
 	for pos := 0; pos < len(raw); {
 		end := len(raw)
 		if k := bytes.IndexByte(raw[pos:], '\n'); k >= 0 {
 			end = pos + k + 1
 		}
 		line := raw[pos:end]
-		m := line
-		if b64, ok := bytes.CutPrefix(line, []byte("argv ")); ok {
-			b64 = bytes.TrimSuffix(b64, []byte("\n"))
-			var err error
-			dec, err = base64.StdEncoding.AppendDecode(dec[:0], b64)
-			if err == nil && mayHoldSecret(dec) {
-				m = maskArgvLine(line, dec)
-			}
-		} else if mayHoldSecret(line) {
-			if t := maskText(string(line)); t != string(line) {
-				m = []byte(t)
-			}
+		if base64SectionBegins(line) {
+			c.put(pos, line)
+			pos = c.base64Body(end)
+			continue
 		}
-		if out == nil && !bytes.Equal(m, line) {
-			out = append(make([]byte, 0, len(raw)+64), raw[:pos]...)
+		if at, v2 := argvField(line); at >= 0 {
+			c.text(pos, line[:at+len("argv ")])
+			pos = c.argv(pos+at+len("argv "), v2)
+			continue
 		}
-		if out != nil {
-			out = append(out, m...)
-		}
+		c.text(pos, line)
 		pos = end
 	}
-	if out == nil {
+	if c.out == nil {
 		return raw
+	}
+	return c.out
+}
+
+// captureMasker builds a masked copy of raw only once something changes.
+type captureMasker struct {
+	raw, out, dec []byte
+}
+
+// put appends m, the masked form of raw[at:at+len(orig)] (m is orig when unchanged).
+func (c *captureMasker) put(at int, m []byte, orig ...[]byte) {
+	if c.out == nil && len(orig) > 0 && !bytes.Equal(m, orig[0]) {
+		c.out = append(make([]byte, 0, len(c.raw)+64), c.raw[:at]...)
+	}
+	if c.out != nil {
+		c.out = append(c.out, m...)
+	}
+}
+
+func (c *captureMasker) text(at int, b []byte) {
+	if !mayHoldSecret(b) {
+		c.put(at, b)
+		return
+	}
+	c.put(at, []byte(maskText(string(b))), b)
+}
+
+// argvField finds where an argv field starts in a line: at its start (version 1) or after a
+// NUL (version 2, whose value runs to the next NUL); -1 when it has none.
+func argvField(line []byte) (at int, v2 bool) {
+	if bytes.HasPrefix(line, []byte("argv ")) {
+		return 0, false
+	}
+	if k := bytes.Index(line, []byte("\x00argv ")); k >= 0 {
+		return k + 1, true
+	}
+	return -1, false
+}
+
+// argv masks the base64 argv value at raw[from:], which ends at the line's end (version 1) or
+// at the next NUL (version 2), and returns where it ended.
+func (c *captureMasker) argv(from int, v2 bool) int {
+	stop := byte('\n')
+	if v2 {
+		stop = 0
+	}
+	end := len(c.raw)
+	if k := bytes.IndexByte(c.raw[from:], stop); k >= 0 {
+		end = from + k
+	}
+	val := c.raw[from:end]
+	dec, ok := c.decode(val)
+	if !ok || !mayHoldSecret(dec) {
+		c.put(from, val)
+		return end
+	}
+	argv := strings.Split(string(dec), "\x00")
+	m := maskArgv(argv)
+	if slices.Equal(m, argv) {
+		c.put(from, val)
+		return end
+	}
+	c.put(from, encodeLike(val, []byte(strings.Join(m, "\x00"))), val)
+	return end
+}
+
+// base64Body masks the body of a base64-encoded section, which runs from raw[from:] to the
+// next marker line, and returns where it ended. What does not decode is kept as it is.
+func (c *captureMasker) base64Body(from int) int {
+	end := len(c.raw)
+	if k := bytes.Index(c.raw[from:], []byte("\n@@gputriage ")); k >= 0 {
+		end = from + k + 1
+	}
+	body := c.raw[from:end]
+	text := bytes.TrimRight(body, "\r\n")
+	whole := (len(text) - bytes.Count(text, []byte("\n")) - bytes.Count(text, []byte("\r"))) / 4 * 4
+	cut := len(text) // text[:cut] holds the first whole quanta
+	for n, i := 0, 0; i < len(text); i++ {
+		if text[i] != '\n' && text[i] != '\r' {
+			n++
+		}
+		if n == whole {
+			cut = i + 1
+			break
+		}
+	}
+	dec, ok := c.decode(text[:cut])
+	if !ok || !mayHoldSecret(dec) {
+		c.put(from, body)
+		return end
+	}
+	m := []byte(maskText(string(dec)))
+	if bytes.Equal(m, dec) {
+		c.put(from, body)
+		return end
+	}
+	masked := append(encodeLike(text[:cut], m), body[cut:]...)
+	c.put(from, masked, body)
+	return end
+}
+
+// decode decodes base64 that may be wrapped over lines.
+func (c *captureMasker) decode(b []byte) ([]byte, bool) {
+	flat := bytes.ReplaceAll(bytes.ReplaceAll(b, []byte("\n"), nil), []byte("\r"), nil)
+	var err error
+	c.dec, err = base64.StdEncoding.AppendDecode(c.dec[:0], flat)
+	return c.dec, err == nil
+}
+
+// encodeLike encodes b in base64 shaped like orig: wrapped in lines of 76 when orig was
+// wrapped, ending in a newline when orig did.
+func encodeLike(orig, b []byte) []byte {
+	enc := base64.StdEncoding.EncodeToString(b)
+	if !bytes.Contains(bytes.TrimRight(orig, "\n"), []byte("\n")) {
+		if bytes.HasSuffix(orig, []byte("\n")) {
+			enc += "\n"
+		}
+		return []byte(enc)
+	}
+	var out []byte
+	for len(enc) > 76 {
+		out = append(append(out, enc[:76]...), '\n')
+		enc = enc[76:]
+	}
+	out = append(out, enc...)
+	if bytes.HasSuffix(orig, []byte("\n")) {
+		out = append(out, '\n')
 	}
 	return out
 }
 
-// maskArgvLine masks the argument vector dec that an "argv BASE64" line encodes.
-func maskArgvLine(line, dec []byte) []byte {
-	argv := strings.Split(string(dec), "\x00")
-	m := maskArgv(argv)
-	if slices.Equal(m, argv) {
-		return line
+// base64SectionBegins reports whether a line is the begin marker of a section that travels
+// base64-encoded: "@@gputriage NONCE begin fds limit=...".
+func base64SectionBegins(line []byte) bool {
+	rest, ok := bytes.CutPrefix(line, []byte("@@gputriage "))
+	if !ok {
+		return false
 	}
-	enc := "argv " + base64.StdEncoding.EncodeToString([]byte(strings.Join(m, "\x00")))
-	if bytes.HasSuffix(line, []byte("\n")) {
-		enc += "\n"
-	}
-	return []byte(enc)
+	_, rest, _ = bytes.Cut(rest, []byte(" "))
+	rest, ok = bytes.CutPrefix(rest, []byte("begin "))
+	name, _, _ := bytes.Cut(bytes.TrimRight(rest, "\r\n"), []byte(" "))
+	return ok && parse.IsBase64Section(string(name))
 }
 
 // secretMasker is the rewriter that masks secrets (see rewrite). Raw captures are masked only

@@ -32,6 +32,11 @@ func TestMaskText(t *testing.T) {
 		"x ghp_abcdefghijklmnopqrstuvwxyz0123 sk-abcdefghijklmnopqrstuvwxyz AKIAABCDEFGHIJKLMNOP": "x *** *** ***",
 		"the token was refused; GPU 0 is busy":                                                    "the token was refused; GPU 0 is busy",
 		"--api-key\x00sk-abc\x00--port\x008000":                                                   "--api-key\x00***\x00--port\x008000",
+		// JSON and Python's dict repr, as in --config arguments and pasted logs.
+		`--config {"api_key": "k e y", "port": 8000}`:        `--config {"api_key": "***", "port": 8000}`,
+		`{"token":"t\"ok","n":1} {'password': 'pw', 'x': 1}`: `{"token":"***","n":1} {'password': '***', 'x': 1}`,
+		`non-default args: {'model': 'm', 'api_key': 'k'}`:   `non-default args: {'model': 'm', 'api_key': '***'}`,
+		`{"hf_token": null, "max_tokens": 5}`:                `{"hf_token": ***, "max_tokens": 5}`,
 	} {
 		if got := maskText(in); got != want {
 			t.Errorf("maskText(%q)\n = %q\nwant %q", in, got, want)
@@ -41,9 +46,11 @@ func TestMaskText(t *testing.T) {
 
 func TestMaskArgv(t *testing.T) {
 	in := []string{"python3", "-m", "vllm", "--api-key", "sk two words", "--password=a b", "PASSWORD=c d",
-		"-H", "Authorization: Bearer tok en", "--url", "https://u:p@h/", "--token", "--port", "8000", "--hf-token", ""}
+		"-H", "Authorization: Bearer tok en", "--url", "https://u:p@h/", "--token", "--port", "8000", "--hf-token", "",
+		"--config", `{"api_key": "k e y"}`, "--cfg", `{'secret':'s'}`}
 	want := []string{"python3", "-m", "vllm", "--api-key", "***", "--password=***", "PASSWORD=***",
-		"-H", "Authorization: Bearer *** en", "--url", "https://u:***@h/", "--token", "--port", "8000", "--hf-token", ""}
+		"-H", "Authorization: Bearer *** en", "--url", "https://u:***@h/", "--token", "--port", "8000", "--hf-token", "",
+		"--config", `{"api_key": "***"}`, "--cfg", `{'secret':'***'}`}
 	got := maskArgv(in)
 	if strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("maskArgv\n = %q\nwant %q", got, want)

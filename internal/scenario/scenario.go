@@ -170,6 +170,9 @@ type Server struct {
 	Cgroup string
 	// Python is the interpreter; python3 on PATH when empty.
 	Python string
+	// UID, when positive, runs the server as that uid and gid (root only), as an unprivileged
+	// user's process: it joins Cgroup first, as a user's own delegated cgroup would have it.
+	UID int
 	// Enter, when set, is a command prefix that runs the server elsewhere, e.g.
 	// nsenter -t PID -p -m -- to start it inside a test host's PID and mount namespaces.
 	// Proc.PID is then the PID as that namespace sees it, and Stop does not signal it:
@@ -226,6 +229,13 @@ func start(s Server) (*Proc, error) {
 	}
 	ready := filepath.Join(tmp, "ready")
 	argv := append([]string{python, "-m", s.Module}, s.Args...)
+	if s.UID > 0 {
+		if err := os.Chown(tmp, s.UID, s.UID); err != nil {
+			return nil, p.cleanup(err)
+		}
+		id := strconv.Itoa(s.UID)
+		argv = append([]string{"setpriv", "--reuid=" + id, "--regid=" + id, "--clear-groups", "--"}, argv...)
+	}
 	if s.Orphan {
 		argv = append([]string{"setsid", "-f"}, argv...)
 		if s.WantPID > 0 {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,9 @@ type stage struct {
 	extra  map[int]int64 // GPU index -> MiB used that no process is listed for
 	units  []scenario.Unit
 	shmDir int
+	// aged makes processes older than a test can wait for: PID -> its age when probed. Only
+	// the start time in the parsed capture is moved back; all else is the real process.
+	aged map[int]time.Duration
 }
 
 func newStage(t *testing.T) *stage {
@@ -53,7 +57,7 @@ func newStage(t *testing.T) *stage {
 		t.Skip(err)
 	}
 	t.Cleanup(func() { scenario.RemoveCgroups(dir) })
-	return &stage{t: t, root: root, id: id, extra: map[int]int64{}}
+	return &stage{t: t, root: root, id: id, extra: map[int]int64{}, aged: map[int]time.Duration{}}
 }
 
 // cgroup is a cgroup of this stage, e.g. "system.slice/vllm.service". A user's manager lives
@@ -73,6 +77,26 @@ func (s *stage) cgroup(rel string) string {
 	}
 	return dir
 }
+
+// userCgroup is a cgroup at rel below a user's manager, at systemd's real place
+// /user.slice/user-UID.slice/user@UID.service/ (its subtree is delegated: the user names the
+// cgroups there), for a uid no other stage uses.
+func (s *stage) userCgroup(rel string) string {
+	s.t.Helper()
+	uid := 3_000_000 + os.Getpid()%100_000*10 + int(userCgroups.Add(1)%10)
+	slice := fmt.Sprintf("user.slice/user-%d.slice", uid)
+	dir, err := scenario.MakeCgroup(s.root, fmt.Sprintf("%s/user@%d.service/%s", slice, uid, rel))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		scenario.RemoveCgroups(filepath.Join(s.root, slice))
+		_ = os.Remove(filepath.Join(s.root, "user.slice")) // only when no other stage uses it
+	})
+	return dir
+}
+
+var userCgroups atomic.Int64
 
 // gpuSet gives the host GPUs of these totals (MiB); mig lists the indexes with MIG enabled.
 func (s *stage) gpuSet(totals []int64, mig ...int) {
@@ -162,6 +186,16 @@ func (s *stage) run() rendered {
 	snap, err := parse.Parse(raw)
 	if err != nil {
 		snap.Notes = append(snap.Notes, parse.Note{Code: "parse-error", Message: err.Error()})
+	}
+	now := time.Now()
+	if snap.Host.Time != nil {
+		now = *snap.Host.Time
+	}
+	for i := range snap.Processes {
+		if age, ok := s.aged[snap.Processes[i].PID]; ok {
+			start := now.Add(-age)
+			snap.Processes[i].StartTime = &start
+		}
 	}
 	var r rendered
 	r.res = diagnose.Diagnose(snap, time.Now())
@@ -394,6 +428,50 @@ func TestStagedHosts(t *testing.T) {
 				text:     []string{"user unit sshd.service of uid 1000"},
 				innocent: scenario.Innocents{PIDs: []int{sys.PID}, Commands: []*regexp.Regexp{systemSSHDStop}}}
 		}},
+		// Below their own manager users name the cgroups: one named like another's container,
+		// Slurm job or pod must not make gputriage stop that container, job or pod.
+		{"a user's cgroup named like a real docker container", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			const victim = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.userCgroup("app.slice/docker-" + victim + ".scope")}, true)
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{victim[:12], victim}, Commands: []*regexp.Regexp{regexp.MustCompile(`docker +(stop|kill|rm|restart)|docker:`)}}}
+		}},
+		{"a user's cgroup named like a Slurm job", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.userCgroup("app.slice/slurmstepd.scope/job_4242/step_0")}, true)
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{"4242"}, Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`)}}}
+		}},
+		{"a user's cgroup named like a Kubernetes pod", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			const pod = "1b2c3d4e-0000-1111-2222-333344445555"
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.userCgroup("kubepods/pod" + pod + "/0123456789abcdef0123")}, true)
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{pod}, Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl|crictl`)}}}
+		}},
+		{"another user's fresh GPU job does not make a long-running server a leftover", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			v := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Orphan: true}, false) // nohup'd, healthy
+			s.aged[v.PID] = 50 * time.Hour
+			a := s.server(scenario.Server{Module: "torch_probe", UID: 65534, Python: "/usr/bin/python3"}, false)
+			s.hold(v.PID, 0, 40_000)
+			s.hold(a.PID, 1, 500)
+			return expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
+				innocent: scenario.Innocents{PIDs: []int{v.PID}, Commands: []*regexp.Regexp{regexp.MustCompile(fmt.Sprint(`kill .*\b`, v.PID))}}}
+		}},
+		{"a newline inside an argument does not make a model path", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service"),
+				Args: []string{"--chat-template", "{# usage:\n--model\n/nonexistent/gt-model #}"}}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			s.hold(h.PID, 0, 40_000)
+			return expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Names: []string{"vllm.service"}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
 		{"a unit named -H.service is quoted and after --", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
 			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("system.slice/-H.service")}, true)
@@ -431,6 +509,16 @@ func TestStagedHosts(t *testing.T) {
 			return expect{code: diagnose.CodeMemoryImbalance, culprit: c.PID, gpus: []int{2, 3}, fix: []string{fmt.Sprint("kill ", c.PID)},
 				text:     []string{"stopping it brings the GPUs back into balance"},
 				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl}}}
+		}},
+		{"mixed GPU models: the GPUs with room are named in nvidia-smi's order", func(s *stage) expect {
+			s.gpuSet([]int64{24564, 24564, 81559, 81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			s.hold(h.PID, 2, 60_000)
+			return expect{code: diagnose.CodeMemoryImbalance, gpus: []int{2, 3, 4},
+				fix: []string{"export CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=3,4  # only the GPUs with room"},
+				// CUDA numbers mixed models fastest first: bare indexes would name other GPUs.
+				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`export CUDA_VISIBLE_DEVICES`), anySystemctl}}}
 		}},
 		{"MIG instances' memory is not ghost memory; the stopped leftover is named", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559, 81559}, 0)
