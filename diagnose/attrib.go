@@ -144,19 +144,26 @@ func running(s *parse.Unit) bool {
 	return false
 }
 
-// stoppableUnit is the unit whose stop would end gp, when the evidence ties them: a unit
-// that is not a login/infrastructure unit, whose own manager reports it running with a main
-// process that is gp or one of gp's ancestors.
-func (h *host) stoppableUnit(gp *GPUProcess) (unitRef, bool) {
+// servedUnit is the unit gp is the live service of: a unit that is not a login or
+// infrastructure unit, whose own manager reports it running with a main process that is gp or
+// one of gp's ancestors. That manager vouches for gp.
+func (h *host) servedUnit(gp *GPUProcess) (unitRef, bool) {
 	u, ok := h.procUnit(gp)
 	if !ok || neverStop(u) {
 		return unitRef{}, false
 	}
 	s := h.unitState(u)
-	if s == nil || !running(s) || s.MainPID == nil || *s.MainPID <= 1 {
+	if s == nil || !running(s) || s.MainPID == nil || *s.MainPID <= 1 || !h.descendsFrom(gp.PID, *s.MainPID) {
 		return unitRef{}, false
 	}
-	if !h.descendsFrom(gp.PID, *s.MainPID) || h.healthyInUnit(u, gp.PID) {
+	return u, true
+}
+
+// stoppableUnit is the unit whose stop would end gp, when the evidence ties them: the unit gp
+// serves (servedUnit), when no other GPU work in it looks healthy.
+func (h *host) stoppableUnit(gp *GPUProcess) (unitRef, bool) {
+	u, ok := h.servedUnit(gp)
+	if !ok || h.healthyInUnit(u, gp.PID) {
 		return unitRef{}, false
 	}
 	return u, true

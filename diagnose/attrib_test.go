@@ -71,9 +71,9 @@ func TestAttribution(t *testing.T) {
 		{
 			name: "user unit tied by its own manager: stopped through that manager, as root",
 			snap: func() *parse.Snapshot {
-				p := proc(culprit, 1, "S", 1000, "bob", 3*time.Hour, "python3", "serve.py")
+				p := proc(culprit, 1, "T", 1000, "bob", 3*time.Hour, "python3", "serve.py")
 				p.Cgroup = userCgroup(1000, "sshd.service")
-				deletedWeights(&p)
+				// Stopped (state T): a reason only its owner or root can give, unlike deleted files.
 				return withLeftover(culprit, 0, 30_000, p, sysSSHD,
 					parse.Unit{Name: "sshd.service", UserManagerUID: ip(1000), LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(culprit)})
 			},
@@ -112,9 +112,9 @@ func TestAttribution(t *testing.T) {
 		{
 			name: "a unit named -H.service is quoted and placed after --",
 			snap: func() *parse.Snapshot {
-				p := proc(culprit, 1, "S", 998, "svc", 3*time.Hour, "python3", "serve.py")
+				p := proc(culprit, 1, "T", 998, "svc", 3*time.Hour, "python3", "serve.py")
 				p.Cgroup = serviceCgroup("-H.service")
-				deletedWeights(&p)
+				// Stopped (state T): a reason only its owner or root can give, unlike deleted files.
 				return withLeftover(culprit, 0, 30_000, p,
 					parse.Unit{Name: "-H.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(culprit)})
 			},
@@ -125,9 +125,9 @@ func TestAttribution(t *testing.T) {
 		{
 			name: "a unit name with shell syntax is single-quoted",
 			snap: func() *parse.Snapshot {
-				p := proc(culprit, 1, "S", 998, "svc", 3*time.Hour, "python3", "serve.py")
+				p := proc(culprit, 1, "T", 998, "svc", 3*time.Hour, "python3", "serve.py")
 				p.Cgroup = serviceCgroup("a$(reboot);b.service")
-				deletedWeights(&p)
+				// Stopped (state T): a reason only its owner or root can give, unlike deleted files.
 				return withLeftover(culprit, 0, 30_000, p,
 					parse.Unit{Name: "a$(reboot);b.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(culprit)})
 			},

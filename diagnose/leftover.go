@@ -163,29 +163,7 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 	case "t":
 		v.weak = append(v.weak, "it is stopped by a debugger (state t)")
 	}
-	var deliberate, other []string
-	for _, u := range deletedShm(p) {
-		if isDeliberatelyDeleted(u.Path) {
-			deliberate = append(deliberate, u.Path)
-		} else {
-			other = append(other, u.Path)
-		}
-	}
-	if len(deliberate) > 0 {
-		v.strong = append(v.strong, "files it maps from /dev/shm were deleted ("+listSome(deliberate, 2)+"): someone cleaned up after it as if it were gone")
-	}
-	if len(other) > 0 {
-		v.weak = append(v.weak, "it maps deleted /dev/shm files ("+listSome(other, 2)+")")
-	}
-	// Inside a container the path is resolved in the container's mount namespace, which the
-	// probe did not look into: a missing path proves nothing there.
-	if gp.Container == "" {
-		for _, m := range p.ModelPaths {
-			if !m.Exists {
-				v.strong = append(v.strong, "the model path on its command line, "+m.Path+", no longer exists")
-			}
-		}
-	}
+	h.cleanedUpReasons(&v, gp, p)
 	orphan := gp.PPID != nil && *gp.PPID == 1 && !managed(gp)
 	older, olderBy := h.muchOlder(gp)
 	switch {
@@ -197,6 +175,44 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 		v.weak = append(v.weak, olderBy)
 	}
 	return v
+}
+
+// cleanedUpReasons adds what says someone cleaned up after gp as if it were gone: deleted
+// /dev/shm files it maps, a model path on its command line that no longer exists. Anyone who
+// may write the directory can delete those, so they do not make abandoned the live service of
+// a unit its own manager reports running (servedUnit): there they are weak reasons only.
+func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Process) {
+	var cleaned []string
+	var deliberate, other []string
+	for _, u := range deletedShm(p) {
+		if isDeliberatelyDeleted(u.Path) {
+			deliberate = append(deliberate, u.Path)
+		} else {
+			other = append(other, u.Path)
+		}
+	}
+	if len(deliberate) > 0 {
+		cleaned = append(cleaned, "files it maps from /dev/shm were deleted ("+listSome(deliberate, 2)+"): someone cleaned up after it as if it were gone")
+	}
+	if len(other) > 0 {
+		v.weak = append(v.weak, "it maps deleted /dev/shm files ("+listSome(other, 2)+")")
+	}
+	// Inside a container the path is resolved in the container's mount namespace, which the
+	// probe did not look into: a missing path proves nothing there.
+	if gp.Container == "" {
+		for _, m := range p.ModelPaths {
+			if !m.Exists {
+				cleaned = append(cleaned, "the model path on its command line, "+m.Path+", no longer exists")
+			}
+		}
+	}
+	if u, ok := h.servedUnit(gp); ok {
+		for _, c := range cleaned {
+			v.weak = append(v.weak, c+"; but "+h.unitLabel(u)+" is running with it as its main process or under it, so that alone does not make it abandoned")
+		}
+		return
+	}
+	v.strong = append(v.strong, cleaned...)
 }
 
 // muchOlder reports whether gp has run much longer than every GPU process of the other
@@ -562,6 +578,13 @@ func (h *host) shmDeletedFindings() []Finding {
 			"The RAM comes back only when PID %d (and any other process listed) exits.",
 			n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
 		f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
+		if u, ok := h.servedUnit(gp); ok && h.leftovers[pid].strong == nil {
+			// Its unit's manager vouches for it: the RAM is a fact worth knowing, the process
+			// no problem to stop.
+			f.Severity, f.Fix = Info, []string{"df -h /dev/shm"}
+			f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.",
+				pid, h.unitLabel(u))
+		}
 		out = append(out, f)
 	}
 	if len(folded) > 0 {

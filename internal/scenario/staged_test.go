@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -415,7 +416,10 @@ func TestStagedHosts(t *testing.T) {
 		{"a user's own sshd.service is not the system's sshd", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
 			sys := s.server(scenario.Server{Module: "sshd_standin", Cgroup: s.cgroup("system.slice/sshd.service")}, false)
-			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("user.slice/user-1000.slice/user@1000.service/app.slice/sshd.service")}, true)
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("user.slice/user-1000.slice/user@1000.service/app.slice/sshd.service")}, false)
+			if err := c.Pause(); err != nil {
+				s.t.Fatal(err)
+			}
 			one := 1000
 			s.units = append(s.units,
 				scenario.Unit{Name: "sshd.service", ActiveState: "active", SubState: "running", MainPID: sys.PID},
@@ -474,11 +478,42 @@ func TestStagedHosts(t *testing.T) {
 		}},
 		{"a unit named -H.service is quoted and after --", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
-			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("system.slice/-H.service")}, true)
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("system.slice/-H.service")}, false)
 			s.units = append(s.units, scenario.Unit{Name: "-H.service", ActiveState: "active", SubState: "running", MainPID: c.PID})
+			// Stopped: a reason only its owner or root can give (deleted files do not make the
+			// live service of a running unit a leftover).
+			if err := c.Pause(); err != nil {
+				s.t.Fatal(err)
+			}
 			s.hold(c.PID, 0, 40_000)
 			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{"systemctl stop -- '-H.service'"},
 				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`systemctl[^|;]* -H`)}}}
+		}},
+		{"another user deletes a healthy service's /dev/shm weights: it stays healthy", func(s *stage) expect {
+			s.gpuSet([]int64{81559})
+			// A directory nobody owns and anyone may write, which the service was pointed at:
+			// its owner can delete what the service put there.
+			dir := fmt.Sprintf("/dev/shm/%s-shared", s.id)
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				s.t.Fatal(err)
+			}
+			s.t.Cleanup(func() { os.RemoveAll(dir) })
+			if err := errors.Join(os.Chmod(dir, 0o777), os.Chown(dir, 65534, 65534)); err != nil {
+				s.t.Fatal(err)
+			}
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service"),
+				ShmDir: dir, ShmFiles: 2, ShmBytes: 1 << 20, Args: []string{"--model", dir}}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			rm := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "rm", "-rf", "--", dir)
+			if out, err := rm.CombinedOutput(); err != nil {
+				s.t.Fatalf("rm as nobody: %v: %s", err, out)
+			}
+			s.hold(h.PID, 0, 30_000)
+			// The deleted weights are still reported (their RAM is real), as the live service's.
+			return expect{noWorse: true, notCodes: []string{diagnose.CodeLeftoverProcess},
+				code: diagnose.CodeShmDeletedMapped, text: []string{"is the live service of vllm.service"},
+				innocent: scenario.Innocents{PIDs: []int{h.PID}, Names: []string{"vllm.service"},
+					Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}}
 		}},
 		{"two healthy TP jobs, each on its own GPUs", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559, 81559, 81559})
