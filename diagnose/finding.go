@@ -86,6 +86,17 @@ type GPUProcess struct {
 	User string
 	UID  *int
 	Argv []string
+	// Program is what runs, not the interpreter that runs it: "sglang.launch_server",
+	// "vllm serve", "torchrun train.py", "ray::RayWorker". A multiprocessing worker whose
+	// parent the probe captured is named after the parent ("vllm serve worker"); one whose
+	// parent it did not is "multiprocessing worker". Raw host text, bounded to 64 bytes.
+	Program string
+	// Engine is the known engine Program belongs to: SGLang, vLLM, TGI, Triton, Ray,
+	// torchrun or JAX; "" for any other program.
+	Engine string
+	// ParentArgv is the parent's command line of a multiprocessing worker, when the probe
+	// captured the parent (it does when the parent holds a GPU or /dev/shm file itself).
+	ParentArgv []string
 	// Name is nvidia-smi's process_name, or the kernel's comm when nvidia-smi did not list it.
 	Name    string
 	State   string

@@ -81,6 +81,7 @@ func newHost(s *parse.Snapshot, now time.Time) *host {
 		h.units[unitKey(u.Name, u.UserManagerUID)] = u
 	}
 	h.joinProcesses()
+	h.setPrograms()
 	return h
 }
 

@@ -46,7 +46,7 @@ func incidentHost() Host {
 		Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "/dev/shm/Qwen3.6-27B",
 			"--served-model-name", "qwen3.6-27b", "--host", "0.0.0.0", "--port", "30000", "--mem-fraction-static", "0.85"},
 		Elapsed: dur(2*time.Hour + 13*time.Minute), GPUMemoryMiB: map[int]int64{0: 55286}, GPUs: []int{0},
-		Listed: true, Unit: "sglang-qwen.service", Shm: shm,
+		Listed: true, Unit: "sglang-qwen.service", Shm: shm, Program: "sglang.launch_server", Engine: "SGLang",
 	}
 	return Host{
 		Name:     "ct200",
@@ -172,7 +172,9 @@ func hostileHost() Host {
 			"<script>alert(1)</script>", "# heading", "line1\nline2\ttab", invalid, "\u200b\u2066\u2069"},
 		Elapsed: dur(26*time.Hour + 5*time.Minute), GPUMemoryMiB: map[int]int64{0: 39990, 1: 10}, GPUs: []int{0, 1},
 		Listed: true, Container: "docker:" + osc + "b708f3d89365", SlurmJob: "77|" + rlo,
-		Shm: []parse.ShmUse{{Path: "/dev/shm/" + csiRed + "x|y", Deleted: true, Open: true}},
+		Shm:     []parse.ShmUse{{Path: "/dev/shm/" + csiRed + "x|y", Deleted: true, Open: true}},
+		Program: "ray::" + csiRed + "w|`x`" + rlo, Engine: "Ray", PPID: ptr(4241),
+		ParentArgv: []string{"python3", "-c", osc + "parent|`y`" + csiRed},
 	}
 	return Host{
 		Name:     "evil" + csiRed + "|host" + rlo,

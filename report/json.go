@@ -243,6 +243,9 @@ type jsonProcess struct {
 	UID            *int             `json:"uid"`
 	Name           *string          `json:"name"`
 	Argv           []string         `json:"argv"`
+	Program        *string          `json:"program"`
+	Engine         *string          `json:"engine"`
+	ParentArgv     []string         `json:"parent_argv"`
 	State          *string          `json:"state"`
 	PPID           *int             `json:"ppid"`
 	ElapsedSeconds *int64           `json:"elapsed_seconds"`
@@ -352,6 +355,7 @@ func jsonHostOf(h Host) jsonHost {
 func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 	j := jsonProcess{
 		PID: p.PID, User: optStr(p.User), UID: p.UID, Name: optStr(p.Name), Argv: validAll(p.Argv),
+		Program: optStr(validUTF8(p.Program)), Engine: optStr(p.Engine),
 		State: optStr(p.State), PPID: p.PPID, GPUs: processGPUs(p), GPUMemoryMiB: map[string]int64{},
 		Listed: p.Listed, Unit: optStr(p.Unit), UnitUserUID: p.UnitUserUID, Container: optStr(p.Container),
 		SlurmJob: optStr(p.SlurmJob), Shm: []jsonShmUse{},
@@ -359,6 +363,9 @@ func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 	if p.Elapsed != nil && *p.Elapsed >= 0 {
 		s := int64(*p.Elapsed / time.Second)
 		j.ElapsedSeconds = &s
+	}
+	if len(p.ParentArgv) > 0 {
+		j.ParentArgv = validAll(p.ParentArgv)
 	}
 	for gpu, v := range p.GPUMemoryMiB {
 		j.GPUMemoryMiB[strconv.Itoa(gpu)] = v

@@ -273,8 +273,8 @@ func (m *mdWriter) processes(ps []diagnose.GPUProcess) {
 	if len(ps) == 0 {
 		return
 	}
-	m.p("| PID | User | GPU | Memory MiB | Age | Unit / container / job | Command |\n")
-	m.p("|---:|---|---|---:|---:|---|---|\n")
+	m.p("| PID | User | GPU | Memory MiB | Age | Unit / container / job | Program | Command |\n")
+	m.p("|---:|---|---|---:|---:|---|---|---|\n")
 	for _, p := range ps {
 		mem := "—"
 		if v, ok := processMemory(p); ok {
@@ -284,8 +284,12 @@ func (m *mdWriter) processes(ps []diagnose.GPUProcess) {
 		if user == "" && p.UID != nil {
 			user = fmt.Sprintf("uid %d", *p.UID)
 		}
-		m.p("| %d | %s | %s | %s | %s | %s | %s |\n", p.PID, user, joinInts(processGPUs(p)), mem,
-			age(p.Elapsed), mdText(owner(p)), mdText(commandLine(p.Argv, p.Name)))
+		cmd := mdText(commandLine(p.Argv, p.Name))
+		if len(p.ParentArgv) > 0 {
+			cmd += " (parent: " + mdText(commandLine(p.ParentArgv, "")) + ")"
+		}
+		m.p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", p.PID, user, joinInts(processGPUs(p)), mem,
+			age(p.Elapsed), mdText(owner(p)), mdText(programText(p)), cmd)
 	}
 	m.p("\n")
 }

@@ -347,6 +347,29 @@ func owner(p diagnose.GPUProcess) string {
 	return strings.Join(parts, " ")
 }
 
+// programText answers "who" for the process table: the program, its engine, and for a
+// multiprocessing worker whose parent the probe did not capture, that parent's PID.
+// "sglang.launch_server", "tritonserver (Triton)", "worker of PID 20973". The
+// text is the host's: callers sanitize it for their format.
+func programText(p diagnose.GPUProcess) string {
+	prog := p.Program
+	if p.Program == "multiprocessing worker" && p.PPID != nil {
+		prog = fmt.Sprintf("worker of PID %d", *p.PPID)
+	}
+	if prog == "" {
+		prog = p.Name
+	}
+	if prog == "" {
+		prog = "?"
+	}
+	// The engine is named where the program does not already say it: "vllm serve" needs no
+	// "(vLLM)", "tritonserver" does.
+	if p.Engine != "" && !strings.Contains(strings.ToLower(prog), strings.ToLower(p.Engine)) {
+		prog += " (" + p.Engine + ")"
+	}
+	return prog
+}
+
 // commandLine joins a sanitized argv for display, quoting arguments that are empty or hold
 // spaces or quotes so the boundaries stay visible; with no argv it falls back to name.
 func commandLine(argv []string, name string) string {

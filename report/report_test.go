@@ -128,7 +128,9 @@ func TestTextContent(t *testing.T) {
 		"ct200  1 error, 1 warning",
 		"8× NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
 		"55,295 / 97,887 MiB   56%",
-		"20629", "ubuntu", "55,286 MiB", "2h13m", "sglang-qwen.service", "python3 -m sglang.launch_server",
+		"20629", "ubuntu", "55,286 MiB", "2h13m", "sglang-qwen.service",
+		// The process table names the program before the command line that runs it.
+		"PROGRAM               COMMAND", "sglang.launch_server  python3 -m sglang",
 		"ERROR     leftover-process",
 		"sudo systemctl stop sglang-qwen.service",
 		"gpu-clean01  OK (1 note)",

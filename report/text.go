@@ -424,64 +424,31 @@ func styled(st lipgloss.Style, s string) string {
 }
 
 func (t *textWriter) processes(ps []diagnose.GPUProcess) {
-	type row struct{ pid, user, gpus, mem, age, owner, cmd string }
-	rows := []row{{"PID", "USER", "GPU", "MEMORY", "AGE", "UNIT/CONTAINER", "COMMAND"}}
+	rows := []procRow{{"PID", "USER", "GPU", "MEMORY", "AGE", "UNIT/CONTAINER", "PROGRAM", "COMMAND"}}
 	for _, p := range ps {
-		r := row{pid: fmt.Sprint(p.PID), user: Sanitize(p.User), gpus: joinInts(processGPUs(p)),
-			mem: "-", age: age(p.Elapsed), owner: owner(p), cmd: commandLine(p.Argv, p.Name)}
-		if r.user == "" {
-			r.user = "?"
-			if p.UID != nil {
-				r.user = fmt.Sprint(*p.UID)
-			}
-		}
-		if m, ok := processMemory(p); ok {
-			r.mem = mib(m) + " MiB"
-		}
-		if r.gpus == "" {
-			r.gpus = "-"
-		}
-		if r.owner == "" {
-			r.owner = "-"
-		}
-		rows = append(rows, r)
+		rows = append(rows, newProcRow(p))
 	}
-	var wPID, wUser, wGPU, wMem, wAge, wOwner int
-	for _, r := range rows {
-		wPID = max(wPID, lipgloss.Width(r.pid))
-		wUser = max(wUser, lipgloss.Width(r.user))
-		wGPU = max(wGPU, lipgloss.Width(r.gpus))
-		wMem = max(wMem, lipgloss.Width(r.mem))
-		wAge = max(wAge, lipgloss.Width(r.age))
-		wOwner = max(wOwner, lipgloss.Width(r.owner))
-	}
-	wUser, wGPU, wOwner = min(wUser, 12), min(wGPU, 11), min(wOwner, 32)
-	const gaps = 2 + 6*2 // indent and column gaps
-	wCmd := t.width - gaps - wPID - wUser - wGPU - wMem - wAge - wOwner
-	// On a narrow terminal give the command line room before the owner and user columns.
-	for wCmd < 24 && (wOwner > 14 || wUser > 8) {
-		if wOwner > 14 {
-			wOwner--
-		} else {
-			wUser--
-		}
-		wCmd++
-	}
+	w := procWidths(rows, t.width)
 	// Too narrow for the command beside the other columns: it goes on a line of its own.
-	cmdBelow := wCmd < 16
+	cmdBelow := w.cmd < 16
 	for i, r := range rows {
-		cells := fit(r.pid, wPID) + "  " + fit(r.user, wUser) + "  " + fit(r.gpus, wGPU) + "  " +
-			fitRight(r.mem, wMem) + "  " + fitRight(r.age, wAge) + "  " + fit(r.owner, wOwner)
+		cells := fit(r.pid, w.pid) + "  " + fit(r.user, w.user) + "  " + fit(r.gpus, w.gpu) + "  " +
+			fitRight(r.mem, w.mem) + "  " + fitRight(r.age, w.age) + "  " + fit(r.owner, w.owner)
 		if !cmdBelow {
-			cells += "  " + fit(r.cmd, wCmd)
+			cells += "  " + fit(r.prog, w.prog) + "  " + fit(r.cmd, w.cmd)
 		}
 		if i == 0 {
 			t.line("  " + t.st.dim.Render(strings.TrimRight(cells, " ")))
 			continue
 		}
 		t.line("  " + cells)
-		if cmdBelow && !t.o.Verbose {
-			t.line("    " + fit(r.cmd, t.width-4))
+		if cmdBelow {
+			// The program leads the line: it answers "who" before the command says how.
+			below := r.prog
+			if !t.o.Verbose {
+				below += ": " + r.cmd
+			}
+			t.line("    " + fit(below, t.width-4))
 		}
 	}
 	if !t.o.Verbose {
@@ -490,10 +457,73 @@ func (t *textWriter) processes(ps []diagnose.GPUProcess) {
 	for i, p := range ps {
 		r := rows[i+1]
 		t.wrap(fmt.Sprintf("  PID %d: ", p.PID), "    ", r.cmd)
+		if len(p.ParentArgv) > 0 && p.PPID != nil {
+			t.wrap(fmt.Sprintf("    parent PID %d: ", *p.PPID), "      ", commandLine(p.ParentArgv, ""))
+		}
 		for _, u := range p.Shm {
 			t.wrap("    shm ", "      ", shmText(u))
 		}
 	}
+}
+
+// procRow is one row of the process table, its cells sanitized.
+type procRow struct{ pid, user, gpus, mem, age, owner, prog, cmd string }
+
+func newProcRow(p diagnose.GPUProcess) procRow {
+	r := procRow{pid: fmt.Sprint(p.PID), user: Sanitize(p.User), gpus: joinInts(processGPUs(p)),
+		mem: "-", age: age(p.Elapsed), owner: owner(p), prog: Sanitize(programText(p)),
+		cmd: commandLine(p.Argv, p.Name)}
+	if r.user == "" {
+		r.user = "?"
+		if p.UID != nil {
+			r.user = fmt.Sprint(*p.UID)
+		}
+	}
+	if m, ok := processMemory(p); ok {
+		r.mem = mib(m) + " MiB"
+	}
+	if r.gpus == "" {
+		r.gpus = "-"
+	}
+	if r.owner == "" {
+		r.owner = "-"
+	}
+	return r
+}
+
+type procColumns struct{ pid, user, gpu, mem, age, owner, prog, cmd int }
+
+// procWidths sizes the columns to their widest cell, within caps, and gives the command line
+// what is left of width.
+func procWidths(rows []procRow, width int) procColumns {
+	var w procColumns
+	for _, r := range rows {
+		w.pid = max(w.pid, lipgloss.Width(r.pid))
+		w.user = max(w.user, lipgloss.Width(r.user))
+		w.gpu = max(w.gpu, lipgloss.Width(r.gpus))
+		w.mem = max(w.mem, lipgloss.Width(r.mem))
+		w.age = max(w.age, lipgloss.Width(r.age))
+		w.owner = max(w.owner, lipgloss.Width(r.owner))
+		w.prog = max(w.prog, lipgloss.Width(r.prog))
+	}
+	w.user, w.gpu, w.owner, w.prog = min(w.user, 12), min(w.gpu, 11), min(w.owner, 32), min(w.prog, 32)
+	const gaps = 2 + 7*2 // indent and column gaps
+	w.cmd = width - gaps - w.pid - w.user - w.gpu - w.mem - w.age - w.owner - w.prog
+	// On a narrow terminal give the command line room before the owner and user columns, and
+	// the program only where the command would otherwise go below: the program answers "who".
+	for w.cmd < 24 && (w.owner > 14 || w.user > 8) {
+		if w.owner > 14 {
+			w.owner--
+		} else {
+			w.user--
+		}
+		w.cmd++
+	}
+	for w.cmd < 16 && w.prog > 20 {
+		w.prog--
+		w.cmd++
+	}
+	return w
 }
 
 // shmText describes one /dev/shm use: "/dev/shm/x (deleted, mapped, 51.2 GiB)".
