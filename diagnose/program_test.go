@@ -80,3 +80,23 @@ func TestProgramWorkerParent(t *testing.T) {
 		t.Errorf("worker without parent: program %q engine %q parent %q", p.Program, p.Engine, p.ParentArgv)
 	}
 }
+
+func TestBlamedGPUs(t *testing.T) {
+	r := Result{Findings: []Finding{
+		{Code: CodeGPUBusy, Severity: Info, GPUs: []int{0, 1, 2, 3}},
+		{Code: CodeMemoryImbalance, Severity: Error, GPUs: []int{0, 1, 2, 3},
+			Imbalance: &Imbalance{Short: []ShortGPU{{Index: 2}}}},
+		{Code: CodeShmDeletedMapped, Severity: Warning, GPUs: []int{2, 3}},
+		{Code: CodeGhostMemory, Severity: Critical, GPUs: []int{5}},
+	}}
+	got := r.BlamedGPUs()
+	want := map[int]Severity{2: Error, 3: Warning, 5: Critical}
+	if len(got) != len(want) {
+		t.Fatalf("BlamedGPUs = %v, want %v", got, want)
+	}
+	for g, s := range want {
+		if got[g] != s {
+			t.Errorf("BlamedGPUs = %v, want %v", got, want)
+		}
+	}
+}

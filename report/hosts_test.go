@@ -216,3 +216,29 @@ func hostKeyChangedHost() Host {
 func standardHosts() []Host {
 	return []Host{incidentHost(), cleanHost(), noDriverHost(), failedHost(), hostKeyChangedHost()}
 }
+
+// busyHost is a healthy vLLM deployment: four GPUs 90% full, with nothing wrong.
+func busyHost() Host {
+	s := &parse.Snapshot{
+		Host: parse.HostFacts{ProbeVersion: "2", Hostname: "h100-02", Time: ptr(probeTime), User: "root", UID: ptr(0)},
+	}
+	var ps []diagnose.GPUProcess
+	for i := range 4 {
+		s.GPUs = append(s.GPUs, parse.GPU{Index: i, Name: "NVIDIA H100 80GB HBM3", MemoryTotalMiB: ptr(int64(81559)),
+			MemoryUsedMiB: ptr(int64(73404)), MemoryFreeMiB: ptr(int64(8155)), DriverVersion: "550.90.07"})
+		ps = append(ps, diagnose.GPUProcess{PID: 3001 + i, User: "svc", PPID: ptr(3000), Name: "python3",
+			Argv:         []string{"python3", "-c", "from multiprocessing.spawn import spawn_main", "--multiprocessing-fork"},
+			Program:      "vllm serve worker",
+			Engine:       "vLLM",
+			ParentArgv:   []string{"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "/models/llama"},
+			GPUMemoryMiB: map[int]int64{i: 73394}, GPUs: []int{i}, Listed: true, Elapsed: dur(5 * time.Hour)})
+	}
+	return Host{
+		Name:     "h100-02",
+		Snapshot: s,
+		Result: diagnose.Result{Processes: ps, Findings: []diagnose.Finding{{
+			Code: diagnose.CodeGPUBusy, Severity: diagnose.Info, GPUs: []int{0, 1, 2, 3}, PIDs: []int{3001, 3002, 3003, 3004},
+			Title: "GPUs 0-3 in use by vllm serve: 293,576 MiB in 4 processes",
+		}}},
+	}
+}

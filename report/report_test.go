@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -41,6 +43,10 @@ func TestGolden(t *testing.T) {
 	}{
 		{"report.txt", Text, standardHosts(), plain},
 		{"report-color.txt", Text, standardHosts(), Options{Color: true, Width: 100, Now: reportTime}},
+		// Colors follow the diagnosis: the healthy, 90%-full GPUs of h100-02 are green, ct200's
+		// GPU 0, which the leftover holds, red.
+		{"colors.txt", Text, []Host{incidentHost(), busyHost()}, Options{Color: true, Width: 100, Only: OnlyAll}},
+		{"workers-verbose.txt", Text, []Host{busyHost()}, Options{Width: 100, Verbose: true}},
 		{"report-verbose.txt", Text, standardHosts(), Options{Width: 100, Verbose: true, Now: reportTime}},
 		{"report-narrow.txt", Text, standardHosts(), Options{Width: 60}},
 		{"report.md", Markdown, standardHosts(), plain},
@@ -590,5 +596,35 @@ func TestMarkdownRendersWithCmarkGFM(t *testing.T) {
 	}
 	if strings.Contains(html, "<h1>not a heading") || strings.Contains(html, "<ol>") || strings.Contains(html, "<blockquote>") {
 		t.Error("remote text became a heading, list or quote")
+	}
+}
+
+// A GPU's bar is colored by the diagnosis, not by its fill level: h100-02's GPUs are 90% full
+// and healthy (green, no red); ct200's GPU 0 is 56% full and held by a leftover the error
+// finding blames (red), its empty neighbours green.
+func TestTextColorsFollowDiagnosis(t *testing.T) {
+	const red, yellow, green = "\x1b[31m", "\x1b[33m", "\x1b[32m"
+	gpuLine := func(out, host string, gpu int) string {
+		_, rest, _ := strings.Cut(out, host)
+		for _, l := range strings.Split(rest, "\n") {
+			if strings.Contains(ansi.Strip(l), fmt.Sprintf("GPU %d  [", gpu)) {
+				return l
+			}
+		}
+		t.Fatalf("no GPU %d line for %s in:\n%s", gpu, host, out)
+		return ""
+	}
+	out := render(t, Text, []Host{incidentHost(), busyHost()}, Options{Color: true, Width: 100, Only: OnlyAll})
+	for gpu := range 4 {
+		l := gpuLine(out, "h100-02", gpu)
+		if !strings.Contains(l, green) || strings.Contains(l, red) || strings.Contains(l, yellow) {
+			t.Errorf("healthy 90%%-full GPU %d is not plain green: %q", gpu, l)
+		}
+	}
+	if l := gpuLine(out, "ct200", 0); !strings.Contains(l, red) || strings.Contains(l, green) {
+		t.Errorf("blamed GPU 0 of ct200 is not red: %q", l)
+	}
+	if l := gpuLine(out, "ct200", 1); strings.Contains(l, red) || strings.Contains(l, yellow) {
+		t.Errorf("unblamed GPU 1 of ct200 is colored as a problem: %q", l)
 	}
 }

@@ -91,8 +91,10 @@ const (
 type textStyles struct {
 	bold, dim, ok, failed lipgloss.Style
 	sev                   [4]lipgloss.Style
-	barLow, barMid        lipgloss.Style
-	barHigh, barEmpty     lipgloss.Style
+	// A GPU's bar is colored by the diagnosis, not by how full it is: green unless a
+	// finding blames the GPU (yellow for a warning, red for an error or worse).
+	barOK, barWarn   lipgloss.Style
+	barBad, barEmpty lipgloss.Style
 }
 
 type textWriter struct {
@@ -122,9 +124,9 @@ func newTextWriter(w io.Writer, o Options) *textWriter {
 		dim:      r.NewStyle().Faint(true),
 		ok:       fg("2").Bold(true),
 		failed:   fg("1").Bold(true),
-		barLow:   fg("2"),
-		barMid:   fg("3"),
-		barHigh:  fg("1"),
+		barOK:    fg("2"),
+		barWarn:  fg("3"),
+		barBad:   fg("1"),
 		barEmpty: fg("8"),
 	}
 	t.st.sev[diagnose.Info] = fg("4").Bold(true)
@@ -252,7 +254,7 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 	if s := h.Snapshot; s != nil {
 		t.facts(g)
 		t.line("")
-		t.gpus(s)
+		t.gpus(s, h.Result.BlamedGPUs())
 	}
 	if len(h.Result.Processes) > 0 {
 		t.line("")
@@ -327,7 +329,9 @@ func (t *textWriter) facts(g hostGroup) {
 	t.line(t.st.dim.Render(cur))
 }
 
-func (t *textWriter) gpus(s *parse.Snapshot) {
+// gpus draws a memory bar per GPU; those in blamed (by a finding's severity) are drawn in
+// its color, with their label, and the others green however full they are.
+func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 	if f := s.SMI.Failure; f != nil {
 		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", messageLines(f.Message, Sanitize))
 		return
@@ -352,7 +356,12 @@ func (t *textWriter) gpus(s *parse.Snapshot) {
 	fixed := 2 + labelW + 2 + 2 + 2 + usedW + 3 + totalW + 4 + 2 + 4
 	barW := min(max(t.width-fixed, 10), 40)
 	for _, g := range s.GPUs {
-		label := "  " + fit(fmt.Sprintf("GPU %d", g.Index), labelW) + "  "
+		sev, isBlamed := blamed[g.Index]
+		label := fit(fmt.Sprintf("GPU %d", g.Index), labelW)
+		if isBlamed {
+			label = t.sevStyle(sev).Render(label)
+		}
+		label = "  " + label + "  "
 		pct := percent(g.MemoryUsedMiB, g.MemoryTotalMiB)
 		var row string
 		if pct < 0 {
@@ -361,7 +370,7 @@ func (t *textWriter) gpus(s *parse.Snapshot) {
 				row += " (" + mib(*g.MemoryUsedMiB) + " MiB used)"
 			}
 		} else {
-			row = label + t.bar(pct, barW) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
+			row = label + t.bar(pct, barW, t.barStyle(sev, isBlamed)) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
 				fitRight(mib(*g.MemoryTotalMiB), totalW) + " MiB  " + fitRight(fmt.Sprintf("%d%%", pct), 4)
 		}
 		var extra []string
@@ -400,17 +409,22 @@ func (t *textWriter) gpus(s *parse.Snapshot) {
 	}
 }
 
-func (t *textWriter) bar(pct, n int) string {
+// barStyle is the color of a GPU's bar: what the findings say of it, not its fill level.
+func (t *textWriter) barStyle(sev diagnose.Severity, blamed bool) lipgloss.Style {
+	switch {
+	case !blamed:
+		return t.st.barOK
+	case sev >= diagnose.Error:
+		return t.st.barBad
+	default:
+		return t.st.barWarn
+	}
+}
+
+func (t *textWriter) bar(pct, n int, st lipgloss.Style) string {
 	filled := (pct*n + 50) / 100
 	if pct > 0 && filled == 0 {
 		filled = 1
-	}
-	st := t.st.barLow
-	switch {
-	case pct >= 90:
-		st = t.st.barHigh
-	case pct >= 50:
-		st = t.st.barMid
 	}
 	return "[" + styled(st, strings.Repeat(t.full, filled)) + styled(t.st.barEmpty, strings.Repeat(t.empty, n-filled)) + "]"
 }
