@@ -314,6 +314,22 @@ func diagnoseCapture(name string, raw []byte) report.Host {
 	return h
 }
 
+// plainHostname reports whether a host's reported hostname can name it in a report: letters,
+// digits, '-', '_' and '.', at most 253 bytes, not starting with '-' or '.'. The value is the
+// host's, so anything else (escapes, spaces, a forged "name  OK") falls back to the file name.
+func plainHostname(s string) bool {
+	if s == "" || len(s) > 253 || s[0] == '-' || s[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // replayHosts reads a capture file, or a directory saved by --save/collect (or any directory
 // of HOST.capture files). A file that is not a capture is a usage error.
 func replayHosts(path string, tr triager) ([]report.Host, error) {
@@ -333,6 +349,12 @@ func replayHosts(path string, tr triager) ([]report.Host, error) {
 		return nil, usagef("--replay: %v", err)
 	}
 	h := diagnoseCapture(hostFromCaptureFile(path), raw)
+	if h.Snapshot != nil && plainHostname(h.Snapshot.Host.Hostname) {
+		// A capture file is named by whoever saved it (fixtures/ct200.capture, a.capture): the
+		// host is the one the capture says it came from. (In a directory, a saved sweep, the
+		// file names are the names the user gave, as the live report showed them.)
+		h.Name = h.Snapshot.Host.Hostname
+	}
 	if h.Err != nil && h.Err.Kind == "bad-output" {
 		// The user named the wrong file. (In a directory, a saved sweep, such a file is one
 		// host's bad record and the others are still reported.)
