@@ -3,15 +3,23 @@
 // GPU numbers of each scenario. Run as root on Linux from the repository root:
 //
 //	go run ./internal/scenario/mkfixtures [-only NAME]
+//	go run ./internal/scenario/mkfixtures -age-only [-only NAME]
+//
+// A recording runs its processes for a moment only, so each capture is aged: its host clock
+// (time= and uptime=) is moved to the fixture's age after its youngest process started, as if
+// the probe had run then. -age-only ages the recorded captures in place (idempotent).
 //
 // See fixtures/README.md for what each scenario is and where its numbers come from.
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
@@ -21,18 +29,25 @@ import (
 type fixture struct {
 	name     string
 	hostname string
-	build    func() (scenario.SMI, func(), error)
+	// age is how long the youngest captured process had run when the (aged) probe ran.
+	age   time.Duration
+	build func() (scenario.SMI, func(), error)
 }
 
 func main() {
 	only := flag.String("only", "", "record only this fixture")
 	out := flag.String("dir", "fixtures", "directory to write NAME.capture files into")
+	ageOnly := flag.Bool("age-only", false, "age the recorded captures in DIR instead of recording")
 	flag.Parse()
 	for _, f := range fixtures {
 		if *only != "" && f.name != *only {
 			continue
 		}
-		if err := record(f, *out); err != nil {
+		do := record
+		if *ageOnly {
+			do = ageFile
+		}
+		if err := do(f, *out); err != nil {
 			fmt.Fprintf(os.Stderr, "mkfixtures: %s: %v\n", f.name, err)
 			os.Exit(1)
 		}
@@ -58,7 +73,76 @@ func record(f fixture, dir string) error {
 	if err != nil {
 		return err
 	}
+	if raw, err = ageCapture(raw, f.age); err != nil {
+		return err
+	}
 	return os.WriteFile(filepath.Join(dir, f.name+".capture"), raw, 0o644)
+}
+
+func ageFile(f fixture, dir string) error {
+	path := filepath.Join(dir, f.name+".capture")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if raw, err = ageCapture(raw, f.age); err != nil {
+		return err
+	}
+	return os.WriteFile(path, raw, 0o644)
+}
+
+// ageCapture moves the host clock of a capture (its time= and uptime= lines; btime stays) to
+// age after the start of its youngest process, rounded up to the second. A capture without
+// processes, or an age of 0, is returned as it is.
+func ageCapture(raw []byte, age time.Duration) ([]byte, error) {
+	if age == 0 {
+		return raw, nil
+	}
+	snap, err := parse.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("age: %w", err)
+	}
+	var youngest time.Time
+	for _, p := range snap.Processes {
+		if p.StartTime != nil && p.StartTime.After(youngest) {
+			youngest = *p.StartTime
+		}
+	}
+	if youngest.IsZero() {
+		return raw, nil
+	}
+	if snap.Host.Time == nil || snap.Host.UptimeSeconds == nil {
+		return nil, fmt.Errorf("age: the capture has no time= or uptime=")
+	}
+	probe := youngest.Add(age).Truncate(time.Second)
+	if probe.Before(youngest.Add(age)) {
+		probe = probe.Add(time.Second)
+	}
+	boot := snap.Host.Time.Add(-time.Duration(*snap.Host.UptimeSeconds * float64(time.Second)))
+	uptime := math.Round(probe.Sub(boot).Seconds()*100) / 100
+	for _, kv := range [][2]string{{"time=", strconv.FormatInt(probe.Unix(), 10)}, {"uptime=", strconv.FormatFloat(uptime, 'f', 2, 64)}} {
+		if raw, err = replaceLine(raw, kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+// replaceLine replaces the value of the one line starting with key (in the host section: the
+// first such line of the capture).
+func replaceLine(raw []byte, key, value string) ([]byte, error) {
+	i := bytes.Index(raw, []byte("\n"+key))
+	if i < 0 {
+		return nil, fmt.Errorf("age: no %s line", key)
+	}
+	start := i + 1 + len(key)
+	end := bytes.IndexByte(raw[start:], '\n')
+	if end < 0 {
+		return nil, fmt.Errorf("age: %s line not ended", key)
+	}
+	out := append([]byte{}, raw[:start]...)
+	out = append(out, value...)
+	return append(out, raw[start+end:]...), nil
 }
 
 func nonce() string {
@@ -86,7 +170,7 @@ func gpus(n int, name, driver string, total, reserved int64, busFmt string) []sc
 func noStop() {}
 
 var fixtures = []fixture{
-	{name: "ct200", hostname: "ct200", build: func() (scenario.SMI, func(), error) {
+	{name: "ct200", hostname: "ct200", age: 2*time.Hour + 13*time.Minute, build: func() (scenario.SMI, func(), error) {
 		// The incident: a leftover SGLang server of the previous deployment, PID 20629, still
 		// holds 55,286 MiB on GPU 0 and maps its weights in /dev/shm, which were rm -rf'd.
 		p, err := scenario.Start(scenario.Server{
@@ -131,7 +215,7 @@ var fixtures = []fixture{
 	{name: "driver-mismatch", hostname: "l40s-11", build: func() (scenario.SMI, func(), error) {
 		return scenario.SMI{FailText: "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.172\n", FailRC: 18}, noStop, nil
 	}},
-	{name: "busy", hostname: "h100-02", build: func() (scenario.SMI, func(), error) {
+	{name: "busy", hostname: "h100-02", age: 5*time.Hour + 2*time.Minute, build: func() (scenario.SMI, func(), error) {
 		// A healthy tensor-parallel 8 vLLM job: one API server and eight spawned workers, one per GPU.
 		model := "/srv/models/Llama-3.1-70B-Instruct"
 		if err := os.MkdirAll(model, 0o755); err != nil {
