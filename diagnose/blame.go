@@ -27,3 +27,25 @@ func (r Result) BlamedGPUs() map[int]Severity {
 	}
 	return blamed
 }
+
+// BlamedPIDs maps each process that a warning or worse finding blames to the worst severity
+// among those findings: a leftover, the holder of deleted /dev/shm files. A memory-imbalance
+// finding blames its leftovers only: the healthy work on a short GPU is named, not blamed.
+func (r Result) BlamedPIDs() map[int]Severity {
+	blamed := map[int]Severity{}
+	for _, f := range r.Findings {
+		if f.Severity < Warning {
+			continue
+		}
+		pids := f.PIDs
+		if f.Imbalance != nil {
+			pids = f.Imbalance.Leftover
+		}
+		for _, p := range pids {
+			if cur, ok := blamed[p]; !ok || f.Severity > cur {
+				blamed[p] = f.Severity
+			}
+		}
+	}
+	return blamed
+}

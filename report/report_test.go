@@ -627,4 +627,14 @@ func TestTextColorsFollowDiagnosis(t *testing.T) {
 	if l := gpuLine(out, "ct200", 1); strings.Contains(l, red) || strings.Contains(l, yellow) {
 		t.Errorf("unblamed GPU 1 of ct200 is colored as a problem: %q", l)
 	}
+	// In the process table the leftover's PID is red; the healthy workers' are not colored.
+	for _, l := range strings.Split(out, "\n") {
+		plain := strings.TrimSpace(ansi.Strip(l))
+		switch {
+		case strings.HasPrefix(plain, "20629  ") && !strings.HasPrefix(strings.TrimSpace(l), "\x1b[1;31m20629"):
+			t.Errorf("the leftover's row does not start red: %q", l)
+		case strings.HasPrefix(plain, "300") && strings.Contains(l, "\x1b["):
+			t.Errorf("a healthy worker's row is colored: %q", l)
+		}
+	}
 }

@@ -258,7 +258,7 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 	}
 	if len(h.Result.Processes) > 0 {
 		t.line("")
-		t.processes(h.Result.Processes)
+		t.processes(h.Result.Processes, h.Result.BlamedPIDs())
 	}
 	if h.Readiness != nil {
 		t.readiness(*h.Readiness)
@@ -437,7 +437,9 @@ func styled(st lipgloss.Style, s string) string {
 	return st.Render(s)
 }
 
-func (t *textWriter) processes(ps []diagnose.GPUProcess) {
+// processes writes the process table; the PIDs of processes in blamed are in the color of
+// the finding that blames them.
+func (t *textWriter) processes(ps []diagnose.GPUProcess, blamed map[int]diagnose.Severity) {
 	rows := []procRow{{"PID", "USER", "GPU", "MEMORY", "AGE", "UNIT/CONTAINER", "PROGRAM", "COMMAND"}}
 	for _, p := range ps {
 		rows = append(rows, newProcRow(p))
@@ -446,7 +448,13 @@ func (t *textWriter) processes(ps []diagnose.GPUProcess) {
 	// Too narrow for the command beside the other columns: it goes on a line of its own.
 	cmdBelow := w.cmd < 16
 	for i, r := range rows {
-		cells := fit(r.pid, w.pid) + "  " + fit(r.user, w.user) + "  " + fit(r.gpus, w.gpu) + "  " +
+		pid := fit(r.pid, w.pid)
+		if i > 0 {
+			if sev, ok := blamed[ps[i-1].PID]; ok {
+				pid = t.sevStyle(sev).Render(pid)
+			}
+		}
+		cells := pid + "  " + fit(r.user, w.user) + "  " + fit(r.gpus, w.gpu) + "  " +
 			fitRight(r.mem, w.mem) + "  " + fitRight(r.age, w.age) + "  " + fit(r.owner, w.owner)
 		if !cmdBelow {
 			cells += "  " + fit(r.prog, w.prog) + "  " + fit(r.cmd, w.cmd)
