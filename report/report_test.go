@@ -638,3 +638,18 @@ func TestTextColorsFollowDiagnosis(t *testing.T) {
 		}
 	}
 }
+
+// A worker's parent command line is shown, so its credentials are masked like the worker's.
+func TestParentArgvSecretsMasked(t *testing.T) {
+	h := busyHost()
+	h.Result.Processes[0].ParentArgv = []string{"vllm", "serve", "/models/llama", "--api-key", "sekrit-parent-123"}
+	for name, f := range map[string]renderFunc{"text": Text, "markdown": Markdown, "json": JSON} {
+		out := render(t, f, []Host{h}, Options{Width: 100, Verbose: true, Only: OnlyAll})
+		if strings.Contains(out, "sekrit-parent-123") {
+			t.Errorf("%s shows the parent's API key:\n%s", name, out)
+		}
+		if !strings.Contains(out, "/models/llama") {
+			t.Errorf("%s does not show the parent's command line:\n%s", name, out)
+		}
+	}
+}
