@@ -305,6 +305,58 @@ func TestExplainVariants(t *testing.T) {
 			}},
 		},
 		{
+			name: "typographic apostrophes, doubled spaces and a tab are the same message",
+			in: "NVIDIA-SMI has failed because it couldn\u2019t communicate with the NVIDIA driver.\n" +
+				"$ nvidia-smi -L\nNVIDIA-SMI  has failed because it couldn\u2018t\tcommunicate with the  NVIDIA driver.\n",
+			want: []want{{family: FamilySMIFailed, variant: "no-driver", lines: 2}},
+		},
+		{
+			name: "a message wrapped inside its phrase",
+			in: "[rank0]: NVIDIA-SMI has failed because it couldn't communicate\n" +
+				"[rank0]: with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n",
+			want: []want{{family: FamilySMIFailed, variant: "no-driver", lines: 1}},
+		},
+		{
+			name: "an out-of-memory message wrapped mid-sentence",
+			in: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacity of\n" +
+				"14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Including\n" +
+				"non-PyTorch memory, this process has 14.36 GiB memory in use.\n",
+			want: []want{{
+				family: FamilyTorchOOM, variant: "total-capacity", device: &zero, lines: 3,
+				numbers: map[string]float64{"requested": 496.0 / 1024, "total": 14.75, "free": 235.06 / 1024, "this_process": 14.36},
+				pids:    []PIDMemory{{PID: 20398, GiB: 14.52}},
+			}},
+		},
+		{
+			name: "nvidia-smi's library version after a mismatch",
+			in:   "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.144\n",
+			want: []want{{
+				family: FamilySMIFailed, variant: "version-mismatch", lines: 2,
+				numbers: map[string]float64{"library_version_major": 550, "library_version_minor": 144},
+				meaning: []string{"the NVML library is 550.144", "must be 550.144 too"},
+			}},
+		},
+		{
+			name: "one-line out-of-memory error",
+			in:   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+			want: []want{{
+				family: FamilyTorchOOM, variant: "partial", lines: 1,
+				numbers: map[string]float64{"requested": 2},
+				meaning: []string{"2.00 GiB more"},
+				next:    []string{"gputriage HOST"},
+			}},
+		},
+		{
+			name: "the README's abridged out-of-memory error",
+			in:   "torch.OutOfMemoryError: ... Process 20629 has 54.00 GiB ...",
+			want: []want{{
+				family: FamilyTorchOOM, variant: "partial", lines: 1,
+				numbers: map[string]float64{"other_processes": 54},
+				pids:    []PIDMemory{{PID: 20629, GiB: 54}},
+				next:    []string{"ps -o pid,user,etime,args -p 20629"},
+			}},
+		},
+		{
 			name: "several families in one log, in order",
 			in:   "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n" + incident + "\n",
 			want: []want{
@@ -334,6 +386,7 @@ func TestExplainUnrecognized(t *testing.T) {
 		"prose":       "We keep seeing CUDA out of memory errors and the memory capacity is unbalanced, says the channel.",
 		"vllm info":   "(Worker_TP1 pid=1806414) INFO 10-23 15:14:56 [gpu_worker.py:391] Free memory on device (139.21/139.81 GiB) on startup. Desired GPU memory utilization is (0.9, 125.83 GiB).",
 		"oom no nums": "torch.OutOfMemoryError: CUDA out of memory.",
+		"java oom":    "java.lang.OutOfMemoryError: Java heap space; Process 12 has 3.00 GiB",
 		"xid prose":   "grep for 'NVRM: Xid' in dmesg",
 		"smi table":   "| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: 12.4 |\nNo running processes found\n",
 		"ansi only":   "\x1b[31m\x1b[0m\x1b]0;title\x07",
