@@ -40,7 +40,7 @@ func TestExplainCorpus(t *testing.T) {
 		"sglang_unbalanced_v1_no-numbers.txt": {
 			family: FamilySGLangUnbalanced, variant: "no-numbers", lines: 1,
 			notes: []string{"raises unconditionally", "check your version's source"},
-			next:  []string{"gputriage HOST --tp N"},
+			next:  []string{"gputriage HOST   # and with --tp N --engine sglang"},
 		},
 		"vllm_free-memory_a100-80g_orphan-server.txt": {
 			family: FamilyVLLMFreeMemory, variant: "with-device", device: &zero, lines: 1,
@@ -48,7 +48,7 @@ func TestExplainCorpus(t *testing.T) {
 				"in_use": 74.92, "shortfall": 67.00, "held_by_others_min": 73.42, "held_by_others_max": 74.92, "max_gpu_memory_utilization": 0.05, "suggested_gpu_memory_utilization": 0.04},
 			meaning: []string{"74.92 GiB", "cuda:0"},
 			notes:   []string{"free the memory instead"},
-			next:    []string{"gputriage HOST --engine vllm --gpu-memory-utilization 0.9"},
+			next:    []string{"gputriage HOST --tp 1 --engine vllm --gpu-memory-utilization 0.9   #"},
 		},
 		"vllm_free-memory_no-device-name.txt": {
 			family: FamilyVLLMFreeMemory, variant: "without-device", lines: 1,
@@ -158,7 +158,7 @@ func TestExplainVariants(t *testing.T) {
 					"held_elsewhere_min": 53.98, "held_elsewhere_min_mib": 55275},
 				meaning: []string{"39.75 GiB", "93.73 GiB", "53.98 GiB (55,275 MiB)", "not the one at fault"},
 				notes:   []string{"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false", "CUDA context", "Free the memory instead"},
-				next:    []string{"gputriage HOST --tp N"},
+				next:    []string{"gputriage HOST   # and with --tp N --engine sglang"},
 			}},
 		},
 		{
@@ -172,7 +172,7 @@ func TestExplainVariants(t *testing.T) {
 				numbers: map[string]float64{"min_free": 16.28, "local_free@1": 46.5, "local_free@3": 46.81, "held_elsewhere_min": 30.53},
 				meaning: []string{"TP1 saw 46.50 GiB free, TP3 saw 46.81 GiB free"},
 				notes:   []string{"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false"},
-				next:    []string{"at least 4: the log shows TP3"},
+				next:    []string{"gputriage HOST --tp 4 --engine sglang   # at least 4: the log shows TP3"},
 			}},
 		},
 		{

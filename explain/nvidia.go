@@ -201,7 +201,7 @@ func smiExplanation(variant, cause, bus string) Explanation {
 		ex.Next = []string{
 			"cat /proc/driver/nvidia/version   # on HOST: the version of the loaded kernel module",
 			"gputriage HOST   # what still runs on the GPUs before you restart anything",
-			"reboot HOST (or stop every GPU process and reload the nvidia kernel modules)",
+			"# then reboot HOST, or stop every GPU process and reload the nvidia kernel modules",
 		}
 	case "nvml-init":
 		ex.Title = "nvidia-smi could not initialize NVML"
@@ -219,8 +219,8 @@ func smiExplanation(variant, cause, bus string) Explanation {
 			"happens again, the GPU, its riser or its power supply is failing."
 		ex.Next = []string{
 			"dmesg -T | grep -i -e xid -e 'fallen off'   # on HOST",
-			"drain HOST, then reboot it",
-			"if it repeats: report the GPU by bus id" + busSuffix(bus) + " for hardware service",
+			"# drain HOST, then reboot it",
+			"# if it repeats, report the GPU by bus id" + busSuffix(bus) + " for hardware service",
 		}
 	case "device-handle":
 		ex.Title = "nvidia-smi cannot open a GPU"
@@ -229,7 +229,7 @@ func smiExplanation(variant, cause, bus string) Explanation {
 		ex.Next = []string{
 			"dmesg -T | grep -i xid   # on HOST",
 			"nvidia-smi -L   # which GPUs still answer",
-			"drain HOST and reset that GPU or reboot; if it repeats, the GPU needs service",
+			"# drain HOST and reset that GPU or reboot; if it repeats, the GPU needs service",
 		}
 	case "no-devices":
 		ex.Title = "nvidia-smi found no GPU"
@@ -294,7 +294,7 @@ func explainNVRMProbe(d *doc) []found {
 		Next: []string{
 			"lspci -nnk | grep -i -A3 nvidia   # on HOST: 'Kernel driver in use' for each GPU",
 			"lsmod | grep nouveau",
-			"blacklist nouveau (a file in /etc/modprobe.d with 'blacklist nouveau' and 'options nouveau modeset=0'), rebuild the initramfs, reboot",
+			"# blacklist nouveau (a file in /etc/modprobe.d with 'blacklist nouveau' and 'options nouveau modeset=0'), rebuild the initramfs, reboot",
 		},
 	}
 	if devices >= 0 {
@@ -447,7 +447,7 @@ func explainXid(d *doc) []found {
 	ex.Next = []string{
 		"dmesg -T | grep -i xid   # on HOST: since when, on which GPUs, how often",
 		"gputriage HOST",
-		"check each Xid number's recommended action in NVIDIA's Xid catalog: docs.nvidia.com/deploy/xid-errors",
+		"# check each Xid number's recommended action in NVIDIA's Xid catalog: docs.nvidia.com/deploy/xid-errors",
 	}
 	return []found{{first: lines.first(), ex: ex}}
 }

@@ -146,7 +146,7 @@ func (n *ncclShm) explanation(d *doc) Explanation {
 			"df -h /dev/shm   # on HOST, inside the job's container if it runs in one",
 			"ls -l /dev/shm   # stale nccl-* files of jobs that are gone",
 			"gputriage HOST   # lists /dev/shm files and the processes that still map them",
-			"docker run --shm-size=1g ... (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
+			"# start the container with docker run --shm-size=1g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
 		}
 	}
 	ex.Notes = append(ex.Notes, "Remove a stale nccl-* file only when no running process maps it: gputriage shows which "+
@@ -193,7 +193,7 @@ func explainDataLoader(d *doc) []found {
 		Next: []string{
 			"df -h /dev/shm   # on HOST, inside the job's container if it runs in one",
 			"gputriage HOST   # lists /dev/shm files and the processes that still map them",
-			"docker run --shm-size=8g ... (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
+			"# start the container with docker run --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
 		},
 		Notes: []string{"Fewer DataLoader workers (num_workers) or smaller batches need less /dev/shm; num_workers=0 " +
 			"avoids it entirely but loads data in the training process, which is slower."},

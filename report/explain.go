@@ -80,7 +80,7 @@ func tieLine(t Tie) string {
 }
 
 func explanationsText(w io.Writer, ex []explain.Explanation, ties []Tie, hosts []Host, o Options) error {
-	var b strings.Builder
+	var out, b strings.Builder
 	for i, e := range ex {
 		if i > 0 {
 			b.WriteString("\n")
@@ -99,8 +99,11 @@ func explanationsText(w io.Writer, ex []explain.Explanation, ties []Tie, hosts [
 		}
 		if next := nextCommands(e, hosts); len(next) > 0 {
 			b.WriteString("  next:\n")
+			// Commands are never wrapped: each line must run as printed when pasted.
+			out.WriteString(wrapLines(b.String(), o.Width))
+			b.Reset()
 			for _, n := range next {
-				fmt.Fprintf(&b, "    %s\n", Sanitize(n))
+				fmt.Fprintf(&out, "    %s\n", Sanitize(n))
 			}
 		}
 	}
@@ -110,7 +113,8 @@ func explanationsText(w io.Writer, ex []explain.Explanation, ties []Tie, hosts [
 			fmt.Fprintf(&b, "  %s\n", tieLine(t))
 		}
 	}
-	if _, err := io.WriteString(w, wrapLines(b.String(), o.Width)); err != nil {
+	out.WriteString(wrapLines(b.String(), o.Width))
+	if _, err := io.WriteString(w, out.String()); err != nil {
 		return err
 	}
 	if len(hosts) > 0 {
