@@ -35,7 +35,7 @@ func TestExplainCorpus(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Skipf("corpus not present: %v", err)
 	}
-	zero := 0
+	zero, three := 0, 3
 	cases := map[string]want{
 		"sglang_unbalanced_v1_no-numbers.txt": {
 			family: FamilySGLangUnbalanced, variant: "no-numbers", lines: 1,
@@ -76,15 +76,15 @@ func TestExplainCorpus(t *testing.T) {
 			meaning: []string{"1.00 MiB", "576.00 KiB"},
 		},
 		"nccl_shm_posix-fallocate_no-space_old-format.txt": {
-			family: FamilyNCCLShm, variant: "no-space", lines: 2,
+			family: FamilyNCCLShm, variant: "no-space", lines: 2, device: &three,
 			numbers: map[string]float64{"segment_size": 9637888},
 			meaning: []string{"nccl-shm-recv-1462445a6f01cbfc-1-2-3", "full or too small"},
 			next:    []string{"df -h /dev/shm", "--shm-size", "gputriage HOST"},
 		},
 		"nccl_shm_open-permission-denied_unhandled-system-error.txt": {
-			family: FamilyNCCLShm, variant: "permission-denied", lines: 3,
-			numbers: map[string]float64{"segment_size": 4460544},
-			meaning: []string{"permission denied"},
+			family: FamilyNCCLShm, variant: "permission-denied", lines: 3, device: &zero,
+			numbers: map[string]float64{"segment_size": 4460544, "pid": 27106},
+			meaning: []string{"for process 27106 on its CUDA device 0", "permission denied"},
 			next:    []string{"ls -ld /dev/shm"},
 		},
 		"dataloader_bus-error_shm_plain.txt": {
@@ -266,8 +266,8 @@ func TestExplainVariants(t *testing.T) {
 				"3d3e22c3066f:168:168 [0] NCCL INFO transport/shm.cc:114 -> 2\n" +
 				"torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error (run with NCCL_DEBUG=INFO for details)\n",
 			want: []want{{
-				family: FamilyNCCLShm, variant: "no-space", lines: 3,
-				numbers: map[string]float64{"segment_size": 9637892},
+				family: FamilyNCCLShm, variant: "no-space", lines: 3, device: &zero,
+				numbers: map[string]float64{"segment_size": 9637892, "pid": 168},
 				meaning: []string{"nccl-UbzKZ9"},
 			}},
 		},
@@ -300,8 +300,8 @@ func TestExplainVariants(t *testing.T) {
 				"May 18 19:02:40 host kernel: NVRM: Xid (PCI:0000:2b:00): 48, pid=77, name=python3, An uncorrectable double bit error\n",
 			want: []want{{
 				family: FamilyXid, bus: "0000:2b:00", lines: 2,
-				numbers: map[string]float64{"xid_79": 1, "xid_48": 1},
-				meaning: []string{"Xid 79 (1× on 0000:2b:00): GPU has fallen off the bus (NVIDIA)", "double bit ECC error", "by python3"},
+				numbers: map[string]float64{"xid_79": 1, "xid_48": 1, "xid_48_pid": 77},
+				meaning: []string{"Xid 79 (1× on 0000:2b:00): GPU has fallen off the bus (NVIDIA)", "double bit ECC error", "by python3, PID 77"},
 			}},
 		},
 		{

@@ -324,6 +324,7 @@ type xidStat struct {
 	count   int
 	buses   []string
 	names   []string
+	pids    []int
 	text    string // the driver's own words on the first line
 	firstAt int
 }
@@ -383,6 +384,9 @@ func explainXid(d *doc) []found {
 				if key == "name=" && len(st.names) < 8 && !slices.Contains(st.names, v) {
 					st.names = append(st.names, quote(clip(v, 64)))
 				}
+				if pid, rest, ok := leadingInt(v); key == "pid=" && ok && rest == "" && len(st.pids) < 8 && !slices.Contains(st.pids, pid) {
+					st.pids = append(st.pids, pid)
+				}
 				text = r
 			}
 		}
@@ -416,6 +420,9 @@ func explainXid(d *doc) []found {
 		if len(st.names) > 0 {
 			p += ", by " + strings.Join(st.names, ", ")
 		}
+		if len(st.pids) > 0 {
+			p += ", PID " + strings.Trim(fmt.Sprint(st.pids), "[]")
+		}
 		p += ")"
 		if m, ok := xidMeanings[st.num]; ok {
 			p += ": " + m + " (NVIDIA)"
@@ -427,6 +434,9 @@ func explainXid(d *doc) []found {
 		}
 		parts = append(parts, p)
 		ex.Numbers = append(ex.Numbers, Number{Name: "xid_" + strconv.Itoa(st.num), Value: float64(st.count), Unit: "count"})
+		for _, pid := range st.pids {
+			ex.Numbers = append(ex.Numbers, Number{Name: "xid_" + strconv.Itoa(st.num) + "_pid", Value: float64(pid), Unit: "pid"})
+		}
 		for _, b := range st.buses {
 			if !slices.Contains(buses, b) {
 				buses = append(buses, b)
