@@ -38,11 +38,12 @@ func Explanations(w io.Writer, ex []explain.Explanation, ties []Tie, hosts []Hos
 	return explanationsText(w, ex, ties, hosts, o)
 }
 
-// hostName picks the host named in Next commands: the one triaged, or HOST.
+// nextCommands are the Next lines with HOST replaced by the one host triaged (quoted for the
+// shell where it needs it, so the line still runs as printed), or left as HOST.
 func nextCommands(ex explain.Explanation, hosts []Host) []string {
 	host := ""
 	if len(hosts) == 1 {
-		host = hosts[0].Name
+		host = shellWord(hosts[0].Name)
 	}
 	out := make([]string, len(ex.Next))
 	for i, n := range ex.Next {
@@ -52,6 +53,22 @@ func nextCommands(ex explain.Explanation, hosts []Host) []string {
 		out[i] = n
 	}
 	return out
+}
+
+// shellWord quotes s for a POSIX shell unless it is made only of characters no shell treats
+// specially ("user@[::1]:22" has a glob; zsh refuses it unquoted).
+func shellWord(s string) string {
+	safe := s != ""
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./_-", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func tieLine(t Tie) string {
