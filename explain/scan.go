@@ -27,7 +27,7 @@ func newDoc(text string) *doc {
 	for _, r := range raw {
 		r = strings.TrimRight(r, "\r")
 		l := normalize(r)
-		if n := len(d.lines); n > 0 && straddles(d.lines[n-1], stripPrefix(l)) {
+		if n := len(d.lines); n > 0 && straddles(d.lines[n-1], l) {
 			d.lines[n-1] += " " + stripPrefix(l)
 			d.raw[n-1] += " " + strings.TrimSpace(r)
 			continue
@@ -88,23 +88,38 @@ var phrases = []string{
 	"this process has", "Of the allocated memory",
 }
 
+// phraseSplit is one of the phrases cut at one of its spaces: head ends a line, tail starts
+// the next.
+type phraseSplit struct{ head, tail string }
+
+// splitsByLastByte indexes every phraseSplit by the last byte of its head, so a line is
+// compared only with the splits that can end it.
+var splitsByLastByte = func() (t [256][]phraseSplit) {
+	for _, p := range phrases {
+		for k := 1; k < len(p)-1; k++ {
+			if p[k] == ' ' {
+				t[p[k-1]] = append(t[p[k-1]], phraseSplit{p[:k], p[k+1:]})
+			}
+		}
+	}
+	return t
+}()
+
 // straddles reports whether one of the phrases was cut by a line break at a space: prev ends
-// with the phrase's first words and next starts with the rest. Only the byte before each
-// space is compared first, so a line costs a few hundred byte comparisons.
+// with the phrase's first words and next starts, after its log prefix, with the rest.
 func straddles(prev, next string) bool {
 	prev = strings.TrimRight(prev, " ")
 	if prev == "" || next == "" {
 		return false
 	}
-	last := prev[len(prev)-1]
-	for _, p := range phrases {
-		for k := 1; k < len(p)-1; k++ {
-			if p[k] != ' ' || p[k-1] != last {
-				continue
-			}
-			if strings.HasSuffix(prev, p[:k]) && strings.HasPrefix(next, p[k+1:]) {
-				return true
-			}
+	splits := splitsByLastByte[prev[len(prev)-1]]
+	if len(splits) == 0 {
+		return false
+	}
+	next = stripPrefix(next)
+	for _, sp := range splits {
+		if strings.HasSuffix(prev, sp.head) && strings.HasPrefix(next, sp.tail) {
+			return true
 		}
 	}
 	return false

@@ -46,8 +46,13 @@ func TestSuggestedCommandsRunAsPrinted(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range fixtureNames {
-		capture := filepath.Join(root, "fixtures", name+".capture")
+	captures, _ := filepath.Glob(filepath.Join(root, "fixtures", "*.capture"))
+	v1, _ := filepath.Glob(filepath.Join(root, "fixtures", "v1", "*.capture"))
+	if captures = append(captures, v1...); len(captures) < len(fixtureNames) {
+		t.Fatalf("only %d fixtures found", len(captures))
+	}
+	for _, capture := range captures {
+		name := strings.TrimPrefix(capture, root+"/")
 		fix := jsonStrings(t, cliOut(t, "--replay", capture, "--format", "json"), "fix")
 		add(name+" json", fix)
 		same(name+" markdown", fix, shBlocks(cliOut(t, "--replay", capture, "--format", "markdown")))
