@@ -563,3 +563,13 @@ func assertPrintable(t *testing.T, ex Explanation) {
 		}
 	}
 }
+
+// A record the logger wrote after a message, with its own prefix, is not the message's
+// continuation even when it starts in lower case.
+func TestExplainNextRecordIsNotAContinuation(t *testing.T) {
+	got := Explain("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n" +
+		"[rank0]: process group destroyed, 3 ranks left\n")
+	if len(got) != 1 || len(got[0].Lines) != 1 {
+		t.Fatalf("got %+v", got)
+	}
+}

@@ -261,7 +261,9 @@ func (d *doc) window(i, off int, conts []string, stop string) (text string, used
 		if stop != "" && strings.Contains(l, stop) {
 			break
 		}
-		ok := midSentence(text, l)
+		// A line a terminal wrapped carries no log prefix of its own; a prefixed line that
+		// starts in lower case is the logger's next record.
+		ok := midSentence(text, l) && l == strings.TrimLeft(d.lines[j], " \t>")
 		for _, c := range conts {
 			if strings.HasPrefix(l, c) {
 				ok = true
