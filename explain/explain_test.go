@@ -35,12 +35,12 @@ func TestExplainCorpus(t *testing.T) {
 	if _, err := os.Stat(dir); err != nil {
 		t.Skipf("corpus not present: %v", err)
 	}
-	zero := 0
+	zero, three := 0, 3
 	cases := map[string]want{
 		"sglang_unbalanced_v1_no-numbers.txt": {
 			family: FamilySGLangUnbalanced, variant: "no-numbers", lines: 1,
 			notes: []string{"raises unconditionally", "check your version's source"},
-			next:  []string{"gputriage HOST --tp N"},
+			next:  []string{"gputriage HOST   # and with --tp N --engine sglang"},
 		},
 		"vllm_free-memory_a100-80g_orphan-server.txt": {
 			family: FamilyVLLMFreeMemory, variant: "with-device", device: &zero, lines: 1,
@@ -48,7 +48,7 @@ func TestExplainCorpus(t *testing.T) {
 				"in_use": 74.92, "shortfall": 67.00, "held_by_others_min": 73.42, "held_by_others_max": 74.92, "max_gpu_memory_utilization": 0.05, "suggested_gpu_memory_utilization": 0.04},
 			meaning: []string{"74.92 GiB", "cuda:0"},
 			notes:   []string{"free the memory instead"},
-			next:    []string{"gputriage HOST --engine vllm --gpu-memory-utilization 0.9"},
+			next:    []string{"gputriage HOST --tp 1 --engine vllm --gpu-memory-utilization 0.9   #"},
 		},
 		"vllm_free-memory_no-device-name.txt": {
 			family: FamilyVLLMFreeMemory, variant: "without-device", lines: 1,
@@ -76,15 +76,15 @@ func TestExplainCorpus(t *testing.T) {
 			meaning: []string{"1.00 MiB", "576.00 KiB"},
 		},
 		"nccl_shm_posix-fallocate_no-space_old-format.txt": {
-			family: FamilyNCCLShm, variant: "no-space", lines: 2,
+			family: FamilyNCCLShm, variant: "no-space", lines: 2, device: &three,
 			numbers: map[string]float64{"segment_size": 9637888},
 			meaning: []string{"nccl-shm-recv-1462445a6f01cbfc-1-2-3", "full or too small"},
 			next:    []string{"df -h /dev/shm", "--shm-size", "gputriage HOST"},
 		},
 		"nccl_shm_open-permission-denied_unhandled-system-error.txt": {
-			family: FamilyNCCLShm, variant: "permission-denied", lines: 3,
-			numbers: map[string]float64{"segment_size": 4460544},
-			meaning: []string{"permission denied"},
+			family: FamilyNCCLShm, variant: "permission-denied", lines: 3, device: &zero,
+			numbers: map[string]float64{"segment_size": 4460544, "pid": 27106},
+			meaning: []string{"for process 27106 on its CUDA device 0", "permission denied"},
 			next:    []string{"ls -ld /dev/shm"},
 		},
 		"dataloader_bus-error_shm_plain.txt": {
@@ -158,7 +158,7 @@ func TestExplainVariants(t *testing.T) {
 					"held_elsewhere_min": 53.98, "held_elsewhere_min_mib": 55275},
 				meaning: []string{"39.75 GiB", "93.73 GiB", "53.98 GiB (55,275 MiB)", "not the one at fault"},
 				notes:   []string{"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false", "CUDA context", "Free the memory instead"},
-				next:    []string{"gputriage HOST --tp N"},
+				next:    []string{"gputriage HOST   # and with --tp N --engine sglang"},
 			}},
 		},
 		{
@@ -172,7 +172,7 @@ func TestExplainVariants(t *testing.T) {
 				numbers: map[string]float64{"min_free": 16.28, "local_free@1": 46.5, "local_free@3": 46.81, "held_elsewhere_min": 30.53},
 				meaning: []string{"TP1 saw 46.50 GiB free, TP3 saw 46.81 GiB free"},
 				notes:   []string{"SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK=false"},
-				next:    []string{"at least 4: the log shows TP3"},
+				next:    []string{"gputriage HOST --tp 4 --engine sglang   # at least 4: the log shows TP3"},
 			}},
 		},
 		{
@@ -266,8 +266,8 @@ func TestExplainVariants(t *testing.T) {
 				"3d3e22c3066f:168:168 [0] NCCL INFO transport/shm.cc:114 -> 2\n" +
 				"torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error (run with NCCL_DEBUG=INFO for details)\n",
 			want: []want{{
-				family: FamilyNCCLShm, variant: "no-space", lines: 3,
-				numbers: map[string]float64{"segment_size": 9637892},
+				family: FamilyNCCLShm, variant: "no-space", lines: 3, device: &zero,
+				numbers: map[string]float64{"segment_size": 9637892, "pid": 168},
 				meaning: []string{"nccl-UbzKZ9"},
 			}},
 		},
@@ -300,8 +300,60 @@ func TestExplainVariants(t *testing.T) {
 				"May 18 19:02:40 host kernel: NVRM: Xid (PCI:0000:2b:00): 48, pid=77, name=python3, An uncorrectable double bit error\n",
 			want: []want{{
 				family: FamilyXid, bus: "0000:2b:00", lines: 2,
-				numbers: map[string]float64{"xid_79": 1, "xid_48": 1},
-				meaning: []string{"Xid 79 (1× on 0000:2b:00): GPU has fallen off the bus (NVIDIA)", "double bit ECC error", "by python3"},
+				numbers: map[string]float64{"xid_79": 1, "xid_48": 1, "xid_48_pid": 77},
+				meaning: []string{"Xid 79 (1× on 0000:2b:00): GPU has fallen off the bus (NVIDIA)", "double bit ECC error", "by python3, PID 77"},
+			}},
+		},
+		{
+			name: "typographic apostrophes, doubled spaces and a tab are the same message",
+			in: "NVIDIA-SMI has failed because it couldn\u2019t communicate with the NVIDIA driver.\n" +
+				"$ nvidia-smi -L\nNVIDIA-SMI  has failed because it couldn\u2018t\tcommunicate with the  NVIDIA driver.\n",
+			want: []want{{family: FamilySMIFailed, variant: "no-driver", lines: 2}},
+		},
+		{
+			name: "a message wrapped inside its phrase",
+			in: "[rank0]: NVIDIA-SMI has failed because it couldn't communicate\n" +
+				"[rank0]: with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n",
+			want: []want{{family: FamilySMIFailed, variant: "no-driver", lines: 1}},
+		},
+		{
+			name: "an out-of-memory message wrapped mid-sentence",
+			in: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 496.00 MiB. GPU 0 has a total capacity of\n" +
+				"14.75 GiB of which 235.06 MiB is free. Process 20398 has 14.52 GiB memory in use. Including\n" +
+				"non-PyTorch memory, this process has 14.36 GiB memory in use.\n",
+			want: []want{{
+				family: FamilyTorchOOM, variant: "total-capacity", device: &zero, lines: 3,
+				numbers: map[string]float64{"requested": 496.0 / 1024, "total": 14.75, "free": 235.06 / 1024, "this_process": 14.36},
+				pids:    []PIDMemory{{PID: 20398, GiB: 14.52}},
+			}},
+		},
+		{
+			name: "nvidia-smi's library version after a mismatch",
+			in:   "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.144\n",
+			want: []want{{
+				family: FamilySMIFailed, variant: "version-mismatch", lines: 2,
+				numbers: map[string]float64{"library_version_major": 550, "library_version_minor": 144},
+				meaning: []string{"the NVML library is 550.144", "must be 550.144 too"},
+			}},
+		},
+		{
+			name: "one-line out-of-memory error",
+			in:   "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+			want: []want{{
+				family: FamilyTorchOOM, variant: "partial", lines: 1,
+				numbers: map[string]float64{"requested": 2},
+				meaning: []string{"2.00 GiB more"},
+				next:    []string{"gputriage HOST"},
+			}},
+		},
+		{
+			name: "the README's abridged out-of-memory error",
+			in:   "torch.OutOfMemoryError: ... Process 20629 has 54.00 GiB ...",
+			want: []want{{
+				family: FamilyTorchOOM, variant: "partial", lines: 1,
+				numbers: map[string]float64{"other_processes": 54},
+				pids:    []PIDMemory{{PID: 20629, GiB: 54}},
+				next:    []string{"ps -o pid,user,etime,args -p 20629"},
 			}},
 		},
 		{
@@ -334,6 +386,7 @@ func TestExplainUnrecognized(t *testing.T) {
 		"prose":       "We keep seeing CUDA out of memory errors and the memory capacity is unbalanced, says the channel.",
 		"vllm info":   "(Worker_TP1 pid=1806414) INFO 10-23 15:14:56 [gpu_worker.py:391] Free memory on device (139.21/139.81 GiB) on startup. Desired GPU memory utilization is (0.9, 125.83 GiB).",
 		"oom no nums": "torch.OutOfMemoryError: CUDA out of memory.",
+		"java oom":    "java.lang.OutOfMemoryError: Java heap space; Process 12 has 3.00 GiB",
 		"xid prose":   "grep for 'NVRM: Xid' in dmesg",
 		"smi table":   "| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: 12.4 |\nNo running processes found\n",
 		"ansi only":   "\x1b[31m\x1b[0m\x1b]0;title\x07",
@@ -508,5 +561,15 @@ func assertPrintable(t *testing.T, ex Explanation) {
 				break
 			}
 		}
+	}
+}
+
+// A record the logger wrote after a message, with its own prefix, is not the message's
+// continuation even when it starts in lower case.
+func TestExplainNextRecordIsNotAContinuation(t *testing.T) {
+	got := Explain("[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n" +
+		"[rank0]: process group destroyed, 3 ranks left\n")
+	if len(got) != 1 || len(got[0].Lines) != 1 {
+		t.Fatalf("got %+v", got)
 	}
 }

@@ -21,6 +21,9 @@ func FuzzExplain(f *testing.F) {
 		"[188549.976351] NVRM: The NVIDIA probe routine was not called for 3 device(s).",
 		"NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s",
 		"\x1b[31mCUDA out of memory.\x1b",
+		"torch.OutOfMemoryError: ... Process 20629 has 54.00 GiB ...",
+		"Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.144",
+		"NVIDIA-SMI  has failed because it couldn\u2019t\ncommunicate with the NVIDIA driver",
 		"",
 	} {
 		f.Add(s)

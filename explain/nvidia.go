@@ -52,7 +52,36 @@ func apiVersions(text string) string {
 	if client == "" || module == "" {
 		return ""
 	}
-	return "the library is " + client + ", the loaded kernel module " + module
+	return "The kernel log says: the library is " + client + ", the loaded kernel module " + module
+}
+
+// libraryVersion reads the line nvidia-smi prints after "Driver/library version mismatch",
+// "NVML library version: 550.144", into words: it is the version the loaded kernel module
+// must have.
+func libraryVersion(text string) string {
+	v := versionAfter(text, "NVML library version: ")
+	if v == "" {
+		return ""
+	}
+	return "nvidia-smi says the NVML library is " + v + ": the loaded kernel module is another version, and must be " + v + " too"
+}
+
+// versionNumbers decodes the driver versions text names after each key as numbers: the major
+// version ("550" of "550.144") under name+"_major", the rest under name+"_minor" and
+// name+"_patch" when present. keyNames alternates key, name.
+func versionNumbers(text string, keyNames ...string) []Number {
+	var nums []Number
+	for k := 0; k+1 < len(keyNames); k += 2 {
+		v := versionAfter(text, keyNames[k])
+		for p, part := range strings.SplitN(v, ".", 3) {
+			n, rest, ok := leadingInt(part)
+			if !ok || rest != "" {
+				break
+			}
+			nums = append(nums, Number{Name: keyNames[k+1] + []string{"_major", "_minor", "_patch"}[p], Value: float64(n), Unit: "version"})
+		}
+	}
+	return nums
 }
 
 func versionAfter(text, key string) string {
@@ -75,6 +104,7 @@ func contains(phrase string) func(string) (string, bool) {
 func explainSMI(d *doc) []found {
 	type group struct {
 		variant, cause, bus string
+		nums                []Number
 		lines               lineSet
 	}
 	var groups []*group
@@ -87,10 +117,18 @@ func explainSMI(d *doc) []found {
 			}
 			bus := busAfter(l, "device handle for GPU ")
 			used := []int{i}
+			var nums []Number
 			if j := strings.Index(l, "NVRM: API mismatch: "); j >= 0 {
 				var text string
 				text, used = d.window(i, j, []string{"NVRM: this kernel module", "this kernel module"}, "API mismatch")
 				cause = apiVersions(text)
+				nums = versionNumbers(text, "the client has the version ", "library_version", "this kernel module has the version ", "module_version")
+			}
+			if j := strings.Index(l, "Driver/library version mismatch"); j >= 0 {
+				var text string
+				text, used = d.window(i, j, []string{"NVML library version"}, "Failed to initialize NVML")
+				cause = libraryVersion(text)
+				nums = versionNumbers(text, "NVML library version: ", "library_version")
 			}
 			key := f.variant + "|" + bus + "|" + cause
 			g := byKey[key]
@@ -98,7 +136,7 @@ func explainSMI(d *doc) []found {
 				if len(groups) >= maxPerFamily {
 					break
 				}
-				g = &group{variant: f.variant, cause: quote(clip(cause, 200)), bus: bus}
+				g = &group{variant: f.variant, cause: quote(clip(cause, 200)), bus: bus, nums: nums}
 				byKey[key] = g
 				groups = append(groups, g)
 			}
@@ -111,6 +149,7 @@ func explainSMI(d *doc) []found {
 	out := make([]found, 0, len(groups))
 	for _, g := range groups {
 		ex := smiExplanation(g.variant, g.cause, g.bus)
+		ex.Numbers = g.nums
 		ex.Lines, ex.MoreLines = g.lines.quoted(d), g.lines.more
 		out = append(out, found{first: g.lines.first(), ex: ex})
 	}
@@ -157,12 +196,12 @@ func smiExplanation(variant, cause, bus string) Explanation {
 			"Almost always the driver package was upgraded (often by unattended upgrades) while the old kernel module " +
 			"stayed loaded. New GPU programs fail until the two match again."
 		if cause != "" {
-			ex.Meaning += " The kernel log says: " + cause + "."
+			ex.Meaning += " " + cause + "."
 		}
 		ex.Next = []string{
 			"cat /proc/driver/nvidia/version   # on HOST: the version of the loaded kernel module",
 			"gputriage HOST   # what still runs on the GPUs before you restart anything",
-			"reboot HOST (or stop every GPU process and reload the nvidia kernel modules)",
+			"# then reboot HOST, or stop every GPU process and reload the nvidia kernel modules",
 		}
 	case "nvml-init":
 		ex.Title = "nvidia-smi could not initialize NVML"
@@ -180,8 +219,8 @@ func smiExplanation(variant, cause, bus string) Explanation {
 			"happens again, the GPU, its riser or its power supply is failing."
 		ex.Next = []string{
 			"dmesg -T | grep -i -e xid -e 'fallen off'   # on HOST",
-			"drain HOST, then reboot it",
-			"if it repeats: report the GPU by bus id" + busSuffix(bus) + " for hardware service",
+			"# drain HOST, then reboot it",
+			"# if it repeats, report the GPU by bus id" + busSuffix(bus) + " for hardware service",
 		}
 	case "device-handle":
 		ex.Title = "nvidia-smi cannot open a GPU"
@@ -190,7 +229,7 @@ func smiExplanation(variant, cause, bus string) Explanation {
 		ex.Next = []string{
 			"dmesg -T | grep -i xid   # on HOST",
 			"nvidia-smi -L   # which GPUs still answer",
-			"drain HOST and reset that GPU or reboot; if it repeats, the GPU needs service",
+			"# drain HOST and reset that GPU or reboot; if it repeats, the GPU needs service",
 		}
 	case "no-devices":
 		ex.Title = "nvidia-smi found no GPU"
@@ -255,7 +294,7 @@ func explainNVRMProbe(d *doc) []found {
 		Next: []string{
 			"lspci -nnk | grep -i -A3 nvidia   # on HOST: 'Kernel driver in use' for each GPU",
 			"lsmod | grep nouveau",
-			"blacklist nouveau (a file in /etc/modprobe.d with 'blacklist nouveau' and 'options nouveau modeset=0'), rebuild the initramfs, reboot",
+			"# blacklist nouveau (a file in /etc/modprobe.d with 'blacklist nouveau' and 'options nouveau modeset=0'), rebuild the initramfs, reboot",
 		},
 	}
 	if devices >= 0 {
@@ -285,6 +324,7 @@ type xidStat struct {
 	count   int
 	buses   []string
 	names   []string
+	pids    []int
 	text    string // the driver's own words on the first line
 	firstAt int
 }
@@ -344,6 +384,9 @@ func explainXid(d *doc) []found {
 				if key == "name=" && len(st.names) < 8 && !slices.Contains(st.names, v) {
 					st.names = append(st.names, quote(clip(v, 64)))
 				}
+				if pid, rest, ok := leadingInt(v); key == "pid=" && ok && rest == "" && len(st.pids) < 8 && !slices.Contains(st.pids, pid) {
+					st.pids = append(st.pids, pid)
+				}
 				text = r
 			}
 		}
@@ -377,6 +420,9 @@ func explainXid(d *doc) []found {
 		if len(st.names) > 0 {
 			p += ", by " + strings.Join(st.names, ", ")
 		}
+		if len(st.pids) > 0 {
+			p += ", PID " + strings.Trim(fmt.Sprint(st.pids), "[]")
+		}
 		p += ")"
 		if m, ok := xidMeanings[st.num]; ok {
 			p += ": " + m + " (NVIDIA)"
@@ -388,6 +434,9 @@ func explainXid(d *doc) []found {
 		}
 		parts = append(parts, p)
 		ex.Numbers = append(ex.Numbers, Number{Name: "xid_" + strconv.Itoa(st.num), Value: float64(st.count), Unit: "count"})
+		for _, pid := range st.pids {
+			ex.Numbers = append(ex.Numbers, Number{Name: "xid_" + strconv.Itoa(st.num) + "_pid", Value: float64(pid), Unit: "pid"})
+		}
 		for _, b := range st.buses {
 			if !slices.Contains(buses, b) {
 				buses = append(buses, b)
@@ -408,7 +457,7 @@ func explainXid(d *doc) []found {
 	ex.Next = []string{
 		"dmesg -T | grep -i xid   # on HOST: since when, on which GPUs, how often",
 		"gputriage HOST",
-		"check each Xid number's recommended action in NVIDIA's Xid catalog: docs.nvidia.com/deploy/xid-errors",
+		"# check each Xid number's recommended action in NVIDIA's Xid catalog: docs.nvidia.com/deploy/xid-errors",
 	}
 	return []found{{first: lines.first(), ex: ex}}
 }

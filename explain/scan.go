@@ -9,8 +9,12 @@ import (
 )
 
 // doc is a paste split into lines, with ANSI escape sequences and carriage returns removed.
+// lines are normalized for matching (see normalize) and a message a terminal or mailer wrapped
+// in the middle of a phrase is joined back into one line; raw holds the same lines as pasted,
+// for quoting.
 type doc struct {
 	lines []string
+	raw   []string
 }
 
 func newDoc(text string) *doc {
@@ -18,11 +22,107 @@ func newDoc(text string) *doc {
 		text = text[:MaxInputBytes]
 	}
 	text = stripANSI(text)
-	lines := strings.Split(text, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimRight(l, "\r")
+	raw := strings.Split(text, "\n")
+	d := &doc{lines: make([]string, 0, len(raw)), raw: make([]string, 0, len(raw))}
+	for _, r := range raw {
+		r = strings.TrimRight(r, "\r")
+		l := normalize(r)
+		if n := len(d.lines); n > 0 && straddles(d.lines[n-1], l) {
+			d.lines[n-1] += " " + stripPrefix(l)
+			d.raw[n-1] += " " + strings.TrimSpace(r)
+			continue
+		}
+		d.lines = append(d.lines, l)
+		d.raw = append(d.raw, r)
 	}
-	return &doc{lines: lines}
+	return d
+}
+
+// normalize makes a line match by meaning, not punctuation: typographic apostrophes and
+// quotes (a chat client or word processor turns couldn't into couldn’t) become ASCII ones,
+// and every run of spaces, tabs and no-break spaces becomes one space.
+func normalize(l string) string {
+	clean := true
+	for i := 0; i < len(l); i++ {
+		if l[i] >= 0x80 || l[i] == '\t' || (l[i] == ' ' && i+1 < len(l) && l[i+1] == ' ') {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return l
+	}
+	var b strings.Builder
+	b.Grow(len(l))
+	space := false
+	for _, r := range l {
+		switch r {
+		case '\u2018', '\u2019', '\u201a', '\u201b', '\u2032', '\u02bc', '\u00b4', '`':
+			r = '\''
+		case '\u201c', '\u201d', '\u201e', '\u201f', '\u2033':
+			r = '"'
+		case '\t', '\u00a0', '\u2007', '\u202f':
+			r = ' '
+		}
+		if r == ' ' && space {
+			continue
+		}
+		space = r == ' '
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// phrases are the fixed phrases the families start from. A paste wrapped inside one of them
+// is joined back (straddles).
+var phrases = []string{
+	sglangAnchor, vllmAnchor, torchAnchor, "OutOfMemoryError",
+	"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+	"Failed to initialize NVML", "Driver/library version mismatch", "NVML library version",
+	"Unable to determine the device handle for GPU", "No devices were found",
+	"API mismatch: the client has the version", "this kernel module has the version",
+	"No NVIDIA graphics adapter probed", "The NVIDIA probe routine was not called for",
+	"failed to extend /dev/shm/", "Error while creating shared memory segment", "unhandled system error",
+	"Unexpected bus error encountered in worker", "insufficient shared memory (shm)",
+	"dataloader's workers are out of shared memory", "Tried to allocate", "has a total capacity of",
+	"this process has", "Of the allocated memory",
+}
+
+// phraseSplit is one of the phrases cut at one of its spaces: head ends a line, tail starts
+// the next.
+type phraseSplit struct{ head, tail string }
+
+// splitsByLastByte indexes every phraseSplit by the last byte of its head, so a line is
+// compared only with the splits that can end it.
+var splitsByLastByte = func() (t [256][]phraseSplit) {
+	for _, p := range phrases {
+		for k := 1; k < len(p)-1; k++ {
+			if p[k] == ' ' {
+				t[p[k-1]] = append(t[p[k-1]], phraseSplit{p[:k], p[k+1:]})
+			}
+		}
+	}
+	return t
+}()
+
+// straddles reports whether one of the phrases was cut by a line break at a space: prev ends
+// with the phrase's first words and next starts, after its log prefix, with the rest.
+func straddles(prev, next string) bool {
+	prev = strings.TrimRight(prev, " ")
+	if prev == "" || next == "" {
+		return false
+	}
+	splits := splitsByLastByte[prev[len(prev)-1]]
+	if len(splits) == 0 {
+		return false
+	}
+	next = stripPrefix(next)
+	for _, sp := range splits {
+		if strings.HasSuffix(prev, sp.head) && strings.HasPrefix(next, sp.tail) {
+			return true
+		}
+	}
+	return false
 }
 
 // stripANSI removes terminal escape sequences: CSI (ESC [ ... final byte), OSC (ESC ] ...
@@ -140,7 +240,7 @@ func (s *lineSet) first() int {
 func (s *lineSet) quoted(d *doc) []string {
 	out := make([]string, 0, len(s.idx))
 	for _, i := range s.idx {
-		out = append(out, quote(d.lines[i]))
+		out = append(out, quote(d.raw[i]))
 	}
 	return out
 }
@@ -161,7 +261,9 @@ func (d *doc) window(i, off int, conts []string, stop string) (text string, used
 		if stop != "" && strings.Contains(l, stop) {
 			break
 		}
-		ok := false
+		// A line a terminal wrapped carries no log prefix of its own; a prefixed line that
+		// starts in lower case is the logger's next record.
+		ok := midSentence(text, l) && l == strings.TrimLeft(d.lines[j], " \t>")
 		for _, c := range conts {
 			if strings.HasPrefix(l, c) {
 				ok = true
@@ -175,6 +277,18 @@ func (d *doc) window(i, off int, conts []string, stop string) (text string, used
 		used = append(used, j)
 	}
 	return text, used
+}
+
+// midSentence reports whether next carries on a sentence that text broke off: text does not
+// end a sentence and next starts with a lower-case letter or a digit ("... GPU 0 has a total
+// capacity of 14.75 GiB" / "of which 235.06 MiB is free").
+func midSentence(text, next string) bool {
+	text = strings.TrimRight(text, " ")
+	if text == "" || next == "" || strings.ContainsRune(".:!?)", rune(text[len(text)-1])) {
+		return false
+	}
+	c := next[0]
+	return c >= 'a' && c <= 'z' || isDigit(c)
 }
 
 func clip(s string, n int) string {

@@ -215,14 +215,17 @@ func (g *sglangGroup) explanation(d *doc) Explanation {
 		ex.Notes = append(ex.Notes, "The paste does not show whether this was raised (RuntimeError/ValueError) or only "+
 			"logged as a warning because the check was turned off; without a traceback after it, startup went on.")
 	}
-	tp := "gputriage HOST --tp N   # N = your --tp-size"
+	// --tp takes a number, and the paste rarely shows the group's size: name the least it
+	// can be, or leave --tp to the reader in a comment, so the line runs as printed.
+	tp := "gputriage HOST   # and with --tp N --engine sglang, N = your --tp-size: which GPUs can take the job"
 	if maxRank >= 1 {
-		tp += fmt.Sprintf(" (at least %d: the log shows TP%d)", maxRank+1, maxRank)
+		tp = fmt.Sprintf("gputriage HOST --tp %d --engine sglang   # at least %d: the log shows TP%d; set --tp to your --tp-size",
+			maxRank+1, maxRank+1, maxRank)
 	}
 	ex.Next = []string{
 		tp,
 		"nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv   # on HOST: who holds memory on which GPU",
-		"stop the process gputriage names (a previous server that did not exit, another job), then start SGLang again",
+		"# stop the process gputriage names (a previous server that did not exit, another job), then start SGLang again",
 	}
 	return ex
 }

@@ -24,6 +24,7 @@ type ncclShm struct {
 	otherCause string
 	segment    string
 	sizeBytes  int64
+	pid, dev   *int // from NCCL's log prefix, "HOST:PID:TID [DEV]"
 }
 
 func explainNCCLShm(d *doc) []found {
@@ -42,6 +43,9 @@ func explainNCCLShm(d *doc) []found {
 		if n.parse(l) {
 			hit = true
 			n.lines.add(i)
+			if n.pid == nil && n.dev == nil {
+				n.pid, n.dev = ncclPrefix(l)
+			}
 		}
 	}
 	if !hit {
@@ -99,6 +103,28 @@ func (n *ncclShm) setSegment(name string) {
 	}
 }
 
+// ncclPrefix reads the prefix NCCL puts on its log lines: "HOST:PID:TID [DEV] ", or the
+// older "[DEV] ", where DEV is the CUDA device (the process's own numbering).
+func ncclPrefix(l string) (pid, dev *int) {
+	l = strings.TrimLeft(l, " ")
+	k := strings.Index(clip(l, 256), "[")
+	if k < 0 {
+		return nil, nil
+	}
+	if d, rest, ok := leadingInt(l[k+1:]); ok && strings.HasPrefix(rest, "] ") {
+		dev = &d
+	} else {
+		return nil, nil
+	}
+	head := strings.TrimSpace(l[:k])
+	if f := strings.Split(head, ":"); len(head) > 0 && !strings.Contains(head, " ") && len(f) >= 3 {
+		if p, rest, ok := leadingInt(f[len(f)-2]); ok && rest == "" {
+			pid = &p
+		}
+	}
+	return pid, dev
+}
+
 // token splits s at its first space.
 func token(s string) (string, string) {
 	if k := strings.IndexByte(s, ' '); k >= 0 {
@@ -121,6 +147,14 @@ func (n *ncclShm) explanation(d *doc) Explanation {
 	if n.sizeBytes > 0 {
 		seg += fmt.Sprintf(" (%s bytes, %s)", group(n.sizeBytes), size(float64(n.sizeBytes)/(1<<30)))
 		ex.Numbers = append(ex.Numbers, Number{Name: "segment_size", Value: float64(n.sizeBytes), Unit: "bytes"})
+	}
+	if n.pid != nil {
+		ex.Numbers = append(ex.Numbers, Number{Name: "pid", Value: float64(*n.pid), Unit: "pid"})
+		seg += fmt.Sprintf(" for process %d", *n.pid)
+	}
+	if n.dev != nil {
+		ex.Device = n.dev
+		seg += fmt.Sprintf(" on its CUDA device %d", *n.dev)
 	}
 	lead := "NCCL passes data between the GPUs of one host through buffers in files under /dev/shm, and it could not create " + seg + ". "
 	switch {
@@ -146,7 +180,7 @@ func (n *ncclShm) explanation(d *doc) Explanation {
 			"df -h /dev/shm   # on HOST, inside the job's container if it runs in one",
 			"ls -l /dev/shm   # stale nccl-* files of jobs that are gone",
 			"gputriage HOST   # lists /dev/shm files and the processes that still map them",
-			"docker run --shm-size=1g ... (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
+			"# start the container with docker run --shm-size=1g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
 		}
 	}
 	ex.Notes = append(ex.Notes, "Remove a stale nccl-* file only when no running process maps it: gputriage shows which "+
@@ -193,7 +227,7 @@ func explainDataLoader(d *doc) []found {
 		Next: []string{
 			"df -h /dev/shm   # on HOST, inside the job's container if it runs in one",
 			"gputriage HOST   # lists /dev/shm files and the processes that still map them",
-			"docker run --shm-size=8g ... (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
+			"# start the container with docker run --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at /dev/shm",
 		},
 		Notes: []string{"Fewer DataLoader workers (num_workers) or smaller batches need less /dev/shm; num_workers=0 " +
 			"avoids it entirely but loads data in the training process, which is slower."},

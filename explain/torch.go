@@ -152,22 +152,138 @@ func parseTorchLegacy(o *torchOOM, rest string) bool {
 	return o.haveTotal
 }
 
+// torchExceptions are the exception names PyTorch raises a CUDA out-of-memory error as; a
+// paste can carry one without the message's own "CUDA out of memory" (an abridged line).
+var torchExceptions = []string{"torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError"}
+
+// torchStart finds where a PyTorch out-of-memory message starts in l: at "CUDA out of
+// memory", else at the exception's name; -1 if l has neither.
+func torchStart(l string) int {
+	if j := strings.Index(l, torchAnchor); j >= 0 {
+		if k := torchExceptionAt(l[:j]); k >= 0 {
+			return k
+		}
+		return j
+	}
+	return torchExceptionAt(l)
+}
+
+func torchExceptionAt(l string) int {
+	for _, e := range torchExceptions {
+		if j := strings.Index(l, e); j >= 0 {
+			return j
+		}
+	}
+	return -1
+}
+
 func explainTorchOOM(d *doc) []found {
 	var groups hitGroups[torchOOM]
 	for i, l := range d.lines {
-		j := strings.Index(l, torchAnchor)
+		j := torchStart(l)
 		if j < 0 {
 			continue
 		}
 		text, used := d.window(i, j, torchConts, torchAnchor)
 		o, ok := parseTorchOOM(text, l[:j])
 		if !ok {
-			continue
+			if o, ok = parseTorchPartial(text, l[:j]); !ok {
+				continue
+			}
 		}
 		key := torchKey(o)
 		groups.add(key, o, used)
 	}
 	return groups.found(d, torchExplanation)
+}
+
+// parseTorchPartial reads what an out-of-memory message cut short still says: a one-line
+// "CUDA out of memory. Tried to allocate 2.00 GiB", or an abridged paste such as
+// "torch.OutOfMemoryError: ... Process 20629 has 54.00 GiB ...".
+// It needs a number to stand on: "CUDA out of memory" in prose is not an error message.
+func parseTorchPartial(text, prefix string) (torchOOM, bool) {
+	o := torchOOM{variant: "partial", rank: rankIn(prefix), requested: -1}
+	if v, ok := sizeAfter(text, "Tried to allocate "); ok {
+		o.requested = v
+	}
+	if g := strings.Index(text, "GPU "); g >= 0 {
+		if n, r, ok := leadingInt(text[g+4:]); ok && (r == "" || !isLetter(r[0]) && r[0] != '.') {
+			o.device = &n
+		}
+	}
+	for p := text; len(o.pids) < 64; {
+		j := strings.Index(p, "Process ")
+		if j < 0 {
+			break
+		}
+		p = p[j+len("Process "):]
+		pid, r, ok := leadingInt(p)
+		if !ok || !strings.HasPrefix(r, " has ") {
+			continue
+		}
+		v, r, ok := leadingSize(r[len(" has "):])
+		if !ok {
+			continue
+		}
+		o.pids = append(o.pids, PIDMemory{PID: pid, GiB: v})
+		p = r
+	}
+	if v, ok := sizeAfter(text, "this process has "); ok {
+		o.self = &v
+	}
+	return o, o.requested >= 0 || len(o.pids) > 0
+}
+
+// torchPartialExplanation explains a message that lacks the GPU's total and free memory.
+func torchPartialExplanation(o torchOOM) Explanation {
+	ex := Explanation{Family: FamilyTorchOOM, Variant: o.variant, Title: "PyTorch ran out of GPU memory", Device: o.device, PIDs: o.pids}
+	gpu := "the GPU"
+	if o.device != nil {
+		gpu = "GPU " + strconv.Itoa(*o.device)
+	}
+	var m strings.Builder
+	if o.requested >= 0 {
+		fmt.Fprintf(&m, "PyTorch asked the CUDA driver for %s more on %s and the GPU did not have it free. ", size(o.requested), gpu)
+		ex.Numbers = append(ex.Numbers, Number{Name: "requested", Value: o.requested, Unit: "GiB", Rank: o.rank})
+	} else {
+		fmt.Fprintf(&m, "A PyTorch process could not get the GPU memory it asked for on %s. ", gpu)
+	}
+	others := 0.0
+	var named []string
+	for _, p := range o.pids {
+		named = append(named, fmt.Sprintf("PID %d holds %s", p.PID, size(p.GiB)))
+		others += p.GiB
+	}
+	if len(named) > 0 {
+		m.WriteString("The message names the processes on " + gpu + ": " + strings.Join(named, "; ") + ". ")
+		ex.Numbers = append(ex.Numbers, Number{Name: "other_processes", Value: others, Unit: "GiB"})
+	}
+	if o.self != nil {
+		fmt.Fprintf(&m, "This process itself uses %s. ", gib(*o.self))
+		ex.Numbers = append(ex.Numbers, Number{Name: "this_process", Value: *o.self, Unit: "GiB"})
+	}
+	m.WriteString("The text as pasted does not say how much memory the GPU has or how much was free; the full " +
+		"message (from \"CUDA out of memory\" to \"See documentation\") does, and gputriage on the host shows who holds it now.")
+	ex.Meaning = m.String()
+	if o.device != nil {
+		ex.Notes = append(ex.Notes, deviceNumbering(*o.device))
+	}
+	ex.Next = torchNext(o.pids)
+	return ex
+}
+
+// torchNext is what to run after an out-of-memory error that names pids.
+func torchNext(pids []PIDMemory) []string {
+	next := []string{"gputriage HOST"}
+	if len(pids) > 0 {
+		var list []string
+		for _, p := range pids {
+			list = append(list, strconv.Itoa(p.PID))
+		}
+		next = append(next, "ps -o pid,user,etime,args -p "+strings.Join(list, ",")+
+			"   # on HOST; from inside a container these are host PIDs")
+	}
+	return append(next, "nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv   # on HOST: who holds memory on which GPU")
 }
 
 func torchKey(o torchOOM) string {
@@ -184,6 +300,9 @@ func torchKey(o torchOOM) string {
 }
 
 func torchExplanation(o torchOOM) Explanation {
+	if o.variant == "partial" {
+		return torchPartialExplanation(o)
+	}
 	ex := Explanation{
 		Family:  FamilyTorchOOM,
 		Variant: o.variant,
@@ -300,16 +419,7 @@ func torchExplanation(o torchOOM) Explanation {
 		ex.Numbers = append(ex.Numbers, Number{Name: "other_processes", Value: others, Unit: "GiB"})
 	}
 
-	ex.Next = []string{"gputriage HOST"}
-	if len(pids) > 0 {
-		var list []string
-		for _, p := range pids {
-			list = append(list, strconv.Itoa(p.PID))
-		}
-		ex.Next = append(ex.Next, "ps -o pid,user,etime,args -p "+strings.Join(list, ",")+
-			"   # on HOST; from inside a container these are host PIDs")
-	}
-	ex.Next = append(ex.Next, "nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv   # on HOST: who holds memory on which GPU")
+	ex.Next = torchNext(pids)
 	return ex
 }
 

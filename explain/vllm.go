@@ -156,12 +156,12 @@ func vllmExplanation(h vllmHit) Explanation {
 		{Name: "suggested_gpu_memory_utilization", Value: suggest, Unit: "fraction"},
 	}
 	ex.Next = []string{
-		fmt.Sprintf("gputriage HOST --engine vllm --gpu-memory-utilization %g", h.util),
+		vllmTriage(h),
 		"nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv   # on HOST: who holds the memory",
-		"stop the process gputriage names (often a vLLM server or EngineCore left from an earlier start), then start vLLM again",
+		"# stop the process gputriage names (often a vLLM server or EngineCore left from an earlier start), then start vLLM again",
 	}
 	if fit >= h.util/2 && suggest > 0 {
-		ex.Next = append(ex.Next, fmt.Sprintf("or, only if that memory must stay where it is: start vLLM with --gpu-memory-utilization %.2f", suggest))
+		ex.Next = append(ex.Next, fmt.Sprintf("# or, only if that memory must stay where it is: start vLLM with --gpu-memory-utilization %.2f", suggest))
 	}
 	return ex
 }
@@ -170,4 +170,15 @@ func vllmExplanation(h vllmHit) Explanation {
 func deviceNumbering(index int) string {
 	return fmt.Sprintf("GPU %d is numbered as the failing process saw it: after CUDA_VISIBLE_DEVICES, and in CUDA's "+
 		"order, which matches nvidia-smi's only with CUDA_DEVICE_ORDER=PCI_BUS_ID. gputriage shows nvidia-smi's numbering.", index)
+}
+
+// vllmTriage is the gputriage command that asks which GPUs can take vLLM at the utilization
+// the log asked for. --tp takes a number: the least the log shows, the reader sets their own.
+func vllmTriage(h vllmHit) string {
+	tp, why := 1, "one rank per GPU"
+	if h.rank != nil && *h.rank >= 1 {
+		tp, why = *h.rank+1, fmt.Sprintf("at least %d: the log shows rank %d", *h.rank+1, *h.rank)
+	}
+	return fmt.Sprintf("gputriage HOST --tp %d --engine vllm --gpu-memory-utilization %g   # %s; set --tp to your --tensor-parallel-size",
+		tp, h.util, why)
 }

@@ -38,11 +38,12 @@ func Explanations(w io.Writer, ex []explain.Explanation, ties []Tie, hosts []Hos
 	return explanationsText(w, ex, ties, hosts, o)
 }
 
-// hostName picks the host named in Next commands: the one triaged, or HOST.
+// nextCommands are the Next lines with HOST replaced by the one host triaged (quoted for the
+// shell where it needs it, so the line still runs as printed), or left as HOST.
 func nextCommands(ex explain.Explanation, hosts []Host) []string {
 	host := ""
 	if len(hosts) == 1 {
-		host = hosts[0].Name
+		host = shellWord(hosts[0].Name)
 	}
 	out := make([]string, len(ex.Next))
 	for i, n := range ex.Next {
@@ -52,6 +53,22 @@ func nextCommands(ex explain.Explanation, hosts []Host) []string {
 		out[i] = n
 	}
 	return out
+}
+
+// shellWord quotes s for a POSIX shell unless it is made only of characters no shell treats
+// specially ("user@[::1]:22" has a glob; zsh refuses it unquoted).
+func shellWord(s string) string {
+	safe := s != ""
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./_-", c)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func tieLine(t Tie) string {
@@ -80,7 +97,7 @@ func tieLine(t Tie) string {
 }
 
 func explanationsText(w io.Writer, ex []explain.Explanation, ties []Tie, hosts []Host, o Options) error {
-	var b strings.Builder
+	var out, b strings.Builder
 	for i, e := range ex {
 		if i > 0 {
 			b.WriteString("\n")
@@ -99,8 +116,11 @@ func explanationsText(w io.Writer, ex []explain.Explanation, ties []Tie, hosts [
 		}
 		if next := nextCommands(e, hosts); len(next) > 0 {
 			b.WriteString("  next:\n")
+			// Commands are never wrapped: each line must run as printed when pasted.
+			out.WriteString(wrapLines(b.String(), o.Width))
+			b.Reset()
 			for _, n := range next {
-				fmt.Fprintf(&b, "    %s\n", Sanitize(n))
+				fmt.Fprintf(&out, "    %s\n", Sanitize(n))
 			}
 		}
 	}
@@ -110,7 +130,8 @@ func explanationsText(w io.Writer, ex []explain.Explanation, ties []Tie, hosts [
 			fmt.Fprintf(&b, "  %s\n", tieLine(t))
 		}
 	}
-	if _, err := io.WriteString(w, wrapLines(b.String(), o.Width)); err != nil {
+	out.WriteString(wrapLines(b.String(), o.Width))
+	if _, err := io.WriteString(w, out.String()); err != nil {
 		return err
 	}
 	if len(hosts) > 0 {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/gputriage/gputriage/explain"
 	"github.com/gputriage/gputriage/report"
 )
@@ -48,13 +50,11 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if o.version {
 		return versionCmd(ctx, nil, e)
 	}
-	if _, err := o.renderer(); err != nil {
+	if err := o.checkExplain(fs); err != nil {
 		return exitUsage, err
 	}
 	var r io.Reader
 	switch {
-	case file != "" && fs.NArg() > 0:
-		return exitUsage, usagef("explain: give the message as arguments or --file, not both")
 	case file != "":
 		f, err := os.Open(file)
 		if err != nil {
@@ -64,6 +64,11 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		r = f
 	case fs.NArg() == 1 && fs.Arg(0) == "-", fs.NArg() == 0:
 		r = e.stdin
+		if stdinIsTerminal(e) {
+			// Nothing is piped in: say what is awaited rather than hang silently.
+			fmt.Fprintln(e.stderr, "gputriage: explain: paste the error text, then press Ctrl-D on a line of its own "+
+				"(or give the text as an argument, or --file LOG)")
+		}
 	default:
 		r = strings.NewReader(strings.Join(fs.Args(), " "))
 	}
@@ -108,6 +113,27 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		return exitStatus(hosts), nil
 	}
 	return exitOK, nil
+}
+
+// checkExplain refuses what explain's flags allow but its command line cannot mean.
+func (o *options) checkExplain(fs *pflag.FlagSet) error {
+	if _, err := o.renderer(); err != nil {
+		return err
+	}
+	if o.explainFile != "" && fs.NArg() > 0 {
+		return usagef("explain: give the message as arguments or --file, not both")
+	}
+	return nil
+}
+
+// stdinIsTerminal reports whether standard input is a terminal: nothing piped in.
+func stdinIsTerminal(e *env) bool {
+	w, ok := e.stdin.(io.Writer) // an *os.File; isTerminal takes the writer side
+	if !ok {
+		return false
+	}
+	tty, _ := e.isTerminal(w)
+	return tty
 }
 
 // tiePIDs finds, on every triaged host, the processes the messages name.

@@ -48,7 +48,7 @@ func TestExplainCLI(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"sglang-unbalanced", "39.75 GiB", "93.73 GiB", "53.98 GiB", "gputriage HOST --tp"} {
+	for _, want := range []string{"sglang-unbalanced", "39.75 GiB", "93.73 GiB", "53.98 GiB", "gputriage HOST   # and with --tp N"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explanation lacks %q:\n%s", want, out)
 		}

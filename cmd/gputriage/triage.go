@@ -71,24 +71,8 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 	if o.version {
 		return versionCmd(ctx, nil, e)
 	}
-	render, err := o.renderer()
+	render, job, err := o.check(fs, collectOnly)
 	if err != nil {
-		return exitUsage, err
-	}
-	if err := o.out.check(); err != nil {
-		return exitUsage, err
-	}
-	if o.quiet == 1 && o.out.redact && o.out.output == "" {
-		return exitUsage, usagef("-q prints host names and --redact hides them: give --output FILE for the redacted report")
-	}
-	job, err := o.ready.job(fs)
-	if err != nil {
-		return exitUsage, err
-	}
-	if o.timeout <= 0 {
-		return exitUsage, usagef("--timeout must be positive, got %s", o.timeout)
-	}
-	if err := o.checkSources(fs.NArg() > 0, collectOnly); err != nil {
 		return exitUsage, err
 	}
 
@@ -128,6 +112,32 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 		code = exitOK
 	}
 	return code, nil
+}
+
+// check refuses a triage or collect command line that parses but cannot run, and returns
+// the renderer and the --tp job (nil: none) the run needs.
+func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []report.Host, report.Options) error, *diagnose.Job, error) {
+	render, err := o.renderer()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.out.check(); err != nil {
+		return nil, nil, err
+	}
+	if o.quiet == 1 && o.out.redact && o.out.output == "" {
+		return nil, nil, usagef("-q prints host names and --redact hides them: give --output FILE for the redacted report")
+	}
+	job, err := o.ready.job(fs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.timeout <= 0 {
+		return nil, nil, usagef("--timeout must be positive, got %s", o.timeout)
+	}
+	if err := o.checkSources(fs.NArg() > 0, collectOnly); err != nil {
+		return nil, nil, err
+	}
+	return render, job, nil
 }
 
 // checkSources refuses a command line that names no source, or more than one: host names,
