@@ -518,79 +518,84 @@ func (h *host) shmDeletedFindings() []Finding {
 		pids, folded = pids[:maxDetailed], pids[maxDetailed:]
 	}
 	for _, pid := range pids {
-		uses := perPID[pid]
-		var total int64
-		unknown := 0
-		f := Finding{Code: CodeShmDeletedMapped, Severity: Warning, PIDs: []int{pid}}
-		for _, u := range uses {
-			f.Files = append(f.Files, u.Path)
-			size := "size unknown"
-			if u.Bytes != nil {
-				total += *u.Bytes
-				size = fmtBytes(*u.Bytes)
-			} else {
-				unknown++
-			}
-			how := []string{}
-			if u.Mapped {
-				how = append(how, "mapped")
-			}
-			if u.Open {
-				how = append(how, "open")
-			}
-			line := fmt.Sprintf("%s (deleted): %s", u.Path, size)
-			if len(how) > 0 {
-				line += ", " + strings.Join(how, " and ")
-			}
-			if others, more := someOthers(holders[u.Path], pid); len(others) > 0 {
-				line += ", also kept by " + fmtPIDs(others)
-				if more > 0 {
-					line += fmt.Sprintf(" and %d more", more)
-				}
-			}
-			f.Evidence = append(f.Evidence, line)
-		}
-		amount := fmtBytes(total)
-		if unknown > 0 && total == 0 {
-			amount = "an unknown amount"
-		} else if unknown > 0 {
-			amount = "at least " + amount
-		}
-		n := len(uses)
-		f.Title = fmt.Sprintf("PID %d keeps %s of deleted /dev/shm %s in RAM", pid, amount, plural(n, "file", "files"))
-		gp := h.gpByPID[pid]
-		if gp == nil {
-			// Not a GPU process: describe it from /proc alone.
-			p := h.procByPID[pid]
-			gp = &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
-				Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
-			if u, ok := unitOf(p.Cgroup); ok {
-				gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
-			}
-		}
-		f.GPUs = slices.Clone(gp.GPUs)
-		head := []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
-		head = append(head, h.ownerEvidence(gp)...)
-		f.Evidence = append(head, append(f.Evidence, "total: "+amount)...)
-		f.Explanation = fmt.Sprintf("%d %s under /dev/shm %s deleted (with rm, or by the program itself) while PID %d still maps or holds %s open. "+
-			"/dev/shm is RAM: deleting a file there only removes its name, and the memory is freed when the last process using it exits. "+
-			"Running rm again, or dropping caches, does not help; nor does it give back any GPU memory the process holds. "+
-			"The RAM comes back only when PID %d (and any other process listed) exits.",
-			n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
-		f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
-		if u, ok := h.servedUnit(gp); ok && h.leftovers[pid].strong == nil {
-			// Its unit's manager vouches for it: the RAM is a fact worth knowing, the process
-			// no problem to stop.
-			f.Severity, f.Fix = Info, []string{"df -h /dev/shm"}
-			f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.",
-				pid, h.unitLabel(u))
-		}
-		out = append(out, f)
+		out = append(out, h.shmDeletedFinding(pid, perPID[pid], holders))
 	}
 	if len(folded) > 0 {
 		out = append(out, foldedFinding(CodeShmDeletedMapped, Warning, "keep deleted /dev/shm files in RAM", folded))
 	}
 	return out
+}
+
+// shmDeletedFinding is the finding for one process and the deleted /dev/shm files it keeps;
+// holders maps each path to every PID that keeps it.
+func (h *host) shmDeletedFinding(pid int, uses []parse.ShmUse, holders map[string][]int) Finding {
+	var total int64
+	unknown := 0
+	f := Finding{Code: CodeShmDeletedMapped, Severity: Warning, PIDs: []int{pid}}
+	for _, u := range uses {
+		f.Files = append(f.Files, u.Path)
+		size := "size unknown"
+		if u.Bytes != nil {
+			total += *u.Bytes
+			size = fmtBytes(*u.Bytes)
+		} else {
+			unknown++
+		}
+		how := []string{}
+		if u.Mapped {
+			how = append(how, "mapped")
+		}
+		if u.Open {
+			how = append(how, "open")
+		}
+		line := fmt.Sprintf("%s (deleted): %s", u.Path, size)
+		if len(how) > 0 {
+			line += ", " + strings.Join(how, " and ")
+		}
+		if others, more := someOthers(holders[u.Path], pid); len(others) > 0 {
+			line += ", also kept by " + fmtPIDs(others)
+			if more > 0 {
+				line += fmt.Sprintf(" and %d more", more)
+			}
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
+	amount := fmtBytes(total)
+	if unknown > 0 && total == 0 {
+		amount = "an unknown amount"
+	} else if unknown > 0 {
+		amount = "at least " + amount
+	}
+	n := len(uses)
+	f.Title = fmt.Sprintf("PID %d keeps %s of deleted /dev/shm %s in RAM", pid, amount, plural(n, "file", "files"))
+	gp := h.gpByPID[pid]
+	if gp == nil {
+		// Not a GPU process: describe it from /proc alone.
+		p := h.procByPID[pid]
+		gp = &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
+			Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+		if u, ok := unitOf(p.Cgroup); ok {
+			gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
+		}
+	}
+	f.GPUs = slices.Clone(gp.GPUs)
+	head := []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
+	head = append(head, h.ownerEvidence(gp)...)
+	f.Evidence = append(head, append(f.Evidence, "total: "+amount)...)
+	f.Explanation = fmt.Sprintf("%d %s under /dev/shm %s deleted (with rm, or by the program itself) while PID %d still maps or holds %s open. "+
+		"/dev/shm is RAM: deleting a file there only removes its name, and the memory is freed when the last process using it exits. "+
+		"Running rm again, or dropping caches, does not help; nor does it give back any GPU memory the process holds. "+
+		"The RAM comes back only when PID %d (and any other process listed) exits.",
+		n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
+	f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
+	if u, ok := h.servedUnit(gp); ok && h.leftovers[pid].strong == nil {
+		// Its unit's manager vouches for it: the RAM is a fact worth knowing, the process
+		// no problem to stop.
+		f.Severity, f.Fix = Info, []string{"df -h /dev/shm"}
+		f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.",
+			pid, h.unitLabel(u))
+	}
+	return f
 }
 
 // maxOthers bounds the other holders a line names: on a host where thousands of processes
