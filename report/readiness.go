@@ -16,6 +16,11 @@ import (
 func ReadinessLines(r diagnose.Readiness) []string {
 	out := []string{Sanitize(r.Reason)}
 	out = append(out, "checked: "+readinessJob(r.Job))
+	if c := r.Job.ContextOverheadMiB; c > 0 && len(r.Verdicts) > 0 {
+		// The same host's memory-imbalance finding and the held: lines quote nvidia-smi's free
+		// as it is: say once why the checks' figures are lower.
+		out = append(out, "why "+mib(c)+" MiB lower than memory-imbalance: each rank's CUDA context comes out of free first")
+	}
 	if len(r.GPUs) > 0 && len(r.Verdicts) > 0 {
 		out = append(out, diagnose.FormatGPUs(r.GPUs)+" (the default, CUDA_VISIBLE_DEVICES unset):")
 		out = append(out, readinessVerdicts(r.Verdicts)...)

@@ -54,6 +54,7 @@ func TestReadinessLines(t *testing.T) {
 		{"ct200 TP 8", ct200TP8(), []string{
 			"Not ready: GPUs 0-7 fail SGLang's and vLLM's startup checks, and no set of 8 GPUs on this host can pass: free memory on GPU 0 is held by PID 20629 (55,286 MiB); stopping leftover PID 20629 (see leftover-process) would let GPUs 0-7 pass.",
 			"checked: TP 8; SGLang, vLLM (gpu_memory_utilization 0.9); 1,280 MiB CUDA context per rank taken from nvidia-smi's free",
+			"why 1,280 MiB lower than memory-imbalance: each rank's CUDA context comes out of free first",
 			"GPUs 0-7 (the default, CUDA_VISIBLE_DEVICES unset):",
 			"  SGLang  fails   min free 40,678 MiB (GPU 0) < 0.9 × max free 95,972 MiB (GPU 1) = 86,375 MiB",
 			"  vLLM    fails   free ≥ 0.9 × total on every GPU (total as CUDA sees it: 97,887 − 635 reserved = 97,252 MiB): GPU 0 has 40,678 MiB < 0.9 × 97,252 = 87,527 MiB (fails on GPU 0)",
@@ -64,6 +65,7 @@ func TestReadinessLines(t *testing.T) {
 		{"ct200 TP 7", ct200TP7(), []string{
 			"Not ready on the default GPUs: GPUs 0-6 fail SGLang's and vLLM's startup checks, but GPUs 1-7 pass: launch with CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7; stopping leftover PID 20629 (see leftover-process) would let GPUs 0-6 pass.",
 			"checked: TP 7; SGLang, vLLM (gpu_memory_utilization 0.9); 1,280 MiB CUDA context per rank taken from nvidia-smi's free",
+			"why 1,280 MiB lower than memory-imbalance: each rank's CUDA context comes out of free first",
 			"GPUs 0-6 (the default, CUDA_VISIBLE_DEVICES unset):",
 			"  SGLang  fails   min free 40,678 MiB (GPU 0) < 0.9 × max free 95,972 MiB (GPU 1) = 86,375 MiB",
 			"  vLLM    fails   free ≥ 0.9 × total on every GPU (total as CUDA sees it: 97,887 − 635 reserved = 97,252 MiB): GPU 0 has 40,678 MiB < 0.9 × 97,252 = 87,527 MiB (fails on GPU 0)",
