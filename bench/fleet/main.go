@@ -101,77 +101,26 @@ func build(work string) error {
 	return nil
 }
 
-// server is a running simfleetd.
+// server is a running simfleetd and the directory it wrote the fleet's files to.
 type server struct {
-	cmd   *exec.Cmd
-	stdin interface{ Close() error }
-	dir   string
+	*simfleet.Daemon
+	dir string
 }
 
 func startServer(o opts, hosts int, name string) (*server, error) {
 	dir := filepath.Join(o.work, name)
-	cmd := exec.Command(filepath.Join(o.work, "simfleetd"), "-hosts", strconv.Itoa(hosts), "-rtt", o.rtt.String(),
+	d, err := simfleet.StartDaemon(filepath.Join(o.work, "simfleetd"), "-hosts", strconv.Itoa(hosts), "-rtt", o.rtt.String(),
 		"-bad", strconv.FormatFloat(o.bad, 'f', -1, 64), "-dir", dir, "-lifetime", "30m",
 		"-run-probe="+strconv.FormatBool(o.runProbe))
-	in, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = pw, os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	pw.Close()
-	s := &server{cmd: cmd, stdin: in, dir: dir}
-	ready := make(chan error, 1)
-	go func() {
-		buf := make([]byte, 256)
-		for {
-			n, err := pr.Read(buf)
-			out.Write(buf[:n])
-			if bytes.Contains(out.Bytes(), []byte("ready")) {
-				ready <- nil
-				return
-			}
-			if err != nil {
-				ready <- fmt.Errorf("simfleetd exited before it was ready: %s", out.String())
-				return
-			}
-		}
-	}()
-	select {
-	case err := <-ready:
-		if err != nil {
-			s.stop()
-			return nil, err
-		}
-	case <-time.After(60 * time.Second):
-		s.stop()
-		return nil, errors.New("simfleetd not ready within 60s")
-	}
-	return s, nil
-}
-
-func (s *server) stop() {
-	_ = s.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
+	return &server{Daemon: d, dir: dir}, nil
 }
 
 // cpu is the server's user+sys CPU so far, from /proc.
 func (s *server) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.PID()))
 	if err != nil {
 		return 0
 	}
@@ -311,7 +260,7 @@ func sweeps(o opts) error {
 		}
 		hosts, err := simfleet.ReadManifest(filepath.Join(s.dir, "manifest.json"))
 		if err != nil {
-			s.stop()
+			s.Stop()
 			return err
 		}
 		var ms, floors []measure
@@ -319,7 +268,7 @@ func sweeps(o opts) error {
 		for range o.reps {
 			m, err := s.sweep(o, o.fanout, o.timeout)
 			if err != nil {
-				s.stop()
+				s.Stop()
 				return err
 			}
 			tally, right := check(hosts, m.stdout)
@@ -328,12 +277,12 @@ func sweeps(o opts) error {
 			ms = append(ms, m)
 			f, err := s.floor(o)
 			if err != nil {
-				s.stop()
+				s.Stop()
 				return err
 			}
 			floors = append(floors, f)
 		}
-		s.stop()
+		s.Stop()
 		m, f := median(ms), median(floors)
 		cpu := (m.user + m.sys).Seconds()
 		fmt.Printf("| %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %v |\n", n, m.wall.Seconds(), cpu, cpu/float64(n)*1000,

@@ -20,7 +20,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -31,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/simfleet"
 )
 
 const targetRatio = 0.35
@@ -86,36 +87,12 @@ func measure(o opts) error {
 		}
 	}
 	fleet := filepath.Join(o.work, "fleet")
-	srv := exec.Command(filepath.Join(o.work, "simfleetd"), "-hosts", strconv.Itoa(o.hosts), "-rtt", o.rtt.String(),
+	srv, err := simfleet.StartDaemon(filepath.Join(o.work, "simfleetd"), "-hosts", strconv.Itoa(o.hosts), "-rtt", o.rtt.String(),
 		"-host-time", o.hostTime.String(), "-fixtures", o.fixture, "-dir", fleet, "-lifetime", "30m")
-	stdin, err := srv.StdinPipe()
 	if err != nil {
 		return err
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	srv.Stdout, srv.Stderr = pw, os.Stderr
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	pw.Close()
-	defer func() { stdin.Close(); _ = srv.Wait() }()
-	ready := make(chan bool, 1)
-	go func() {
-		buf := make([]byte, 256)
-		n, _ := pr.Read(buf)
-		ready <- bytes.HasPrefix(buf[:n], []byte("ready"))
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			return errors.New("simfleetd did not start")
-		}
-	case <-time.After(time.Minute):
-		return errors.New("simfleetd not ready within a minute")
-	}
+	defer srv.Stop()
 	hosts, config := filepath.Join(fleet, "hosts"), filepath.Join(fleet, "ssh_config")
 	first, _, _ := strings.Cut(readFile(hosts), "\n")
 	k := strconv.Itoa(o.hosts)
@@ -167,6 +144,13 @@ func measure(o opts) error {
 			*x.into = append(*x.into, s)
 		}
 	}
+	printResults(o, as, bs, ones)
+	return nil
+}
+
+// printResults prints the medians of the alternating runs and the wall ratio against its
+// target, as the Markdown tables docs/performance.md quotes.
+func printResults(o opts, as, bs, ones []sample) {
 	ma, mb, m1 := median(as), median(bs), median(ones)
 	fmt.Printf("## %d simulated hosts elsewhere: %v host-side time, %v added to every server write; %d alternating runs, medians\n\n",
 		o.hosts, o.hostTime, o.rtt, o.runs)
@@ -182,7 +166,6 @@ func measure(o opts) error {
 	}
 	fmt.Printf("\nwall ratio a/b = %.3f (target <= %.2f: %s); gputriage's %d hosts take %.2fx one host\n", r, targetRatio, verdict, o.hosts, ma.wall.Seconds()/m1.wall.Seconds())
 	fmt.Printf("raw wall s: a %s; b %s; one %s\n", walls(as), walls(bs), walls(ones))
-	return nil
 }
 
 type sample struct{ wall, cpu time.Duration }
