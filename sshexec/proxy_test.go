@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/sshtest"
 	"github.com/gputriage/gputriage/sshexec"
 )
@@ -26,23 +27,6 @@ func needNC(t *testing.T) string {
 	}
 	t.Skip("!!! SKIPPING: no nc on PATH (apt-get install netcat-openbsd) !!!")
 	return ""
-}
-
-// gone reports whether pid has exited (a zombie nobody reaped counts as gone), allowing the
-// kernel half a second to finish a kill that was sent.
-func gone(pid int) bool {
-	for deadline := time.Now().Add(500 * time.Millisecond); ; time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true
-		}
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
 }
 
 // pids reads the PIDs a ProxyCommand wrote to file, one a line.
@@ -108,7 +92,7 @@ func TestProxyCommand(t *testing.T) {
 			t.Errorf("the shell was run with %q, want %q (as ssh runs a ProxyCommand)", argv, want)
 		}
 		for _, pid := range pids(t, filepath.Join(dir, "pids")) {
-			if !gone(pid) {
+			if !scenario.Exited(pid, 500*time.Millisecond) {
 				t.Errorf("PID %d of the ProxyCommand outlived the host", pid)
 			}
 		}
@@ -152,7 +136,7 @@ func TestProxyCommand(t *testing.T) {
 			t.Errorf("took %v past a 1s deadline", d)
 		}
 		for _, pid := range pids(t, filepath.Join(dir, "pids")) {
-			if !gone(pid) {
+			if !scenario.Exited(pid, 500*time.Millisecond) {
 				t.Errorf("PID %d of the ProxyCommand outlived the host deadline", pid)
 			}
 		}
@@ -164,7 +148,7 @@ func TestProxyCommand(t *testing.T) {
 		r := run1(t, proxied("sh -c 'trap \"\" HUP; echo $$ > "+dir+"/pids; while :; do sleep 1; done'"), o)
 		wantErr(t, r, sshexec.PhaseHandshake, sshexec.KindTimeout)
 		for _, pid := range pids(t, filepath.Join(dir, "pids")) {
-			if !gone(pid) {
+			if !scenario.Exited(pid, 500*time.Millisecond) {
 				t.Errorf("PID %d ignored SIGHUP and outlived the host", pid)
 			}
 		}

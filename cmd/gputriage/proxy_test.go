@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/sshconf"
 )
 
@@ -205,25 +206,8 @@ func testLabProxyCommand(t *testing.T, l *lab) {
 	}
 	for _, f := range strings.Fields(string(b)) {
 		pid, _ := strconv.Atoi(f)
-		if !processGone(pid) {
+		if !scenario.Exited(pid, 500*time.Millisecond) {
 			t.Errorf("PID %d of the hanging ProxyCommand outlived the sweep", pid)
-		}
-	}
-}
-
-// processGone reports whether pid has exited (or is a zombie), allowing the kernel half a
-// second to finish a kill.
-func processGone(pid int) bool {
-	for deadline := time.Now().Add(500 * time.Millisecond); ; time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true
-		}
-		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
 		}
 	}
 }

@@ -319,6 +319,17 @@ func (p *Proc) Stop() {
 	_ = p.cleanup(nil)
 }
 
+// Exited reports whether pid has exited (a zombie nobody reaped counts as exited), allowing
+// the kernel up to within to finish a kill that was sent.
+func Exited(pid int, within time.Duration) bool {
+	for deadline := time.Now().Add(within); alive(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
