@@ -88,23 +88,7 @@ func parseTorchOOM(text, prefix string) (torchOOM, bool) {
 		return o, false
 	}
 	o.haveTotal = true
-	for p := after; len(o.pids) < 64; {
-		j := strings.Index(p, "Process ")
-		if j < 0 {
-			break
-		}
-		p = p[j+len("Process "):]
-		pid, r, ok := leadingInt(p)
-		if !ok || !strings.HasPrefix(r, " has ") {
-			continue
-		}
-		v, r, ok := leadingSize(r[len(" has "):])
-		if !ok || !strings.HasPrefix(r, " memory in use") {
-			continue
-		}
-		o.pids = append(o.pids, PIDMemory{PID: pid, GiB: v})
-		p = r
-	}
+	o.pids = processesHolding(after, " memory in use")
 	if v, ok := sizeAfter(after, "this process has "); ok {
 		o.self = &v
 	}
@@ -211,23 +195,7 @@ func parseTorchPartial(text, prefix string) (torchOOM, bool) {
 			o.device = &n
 		}
 	}
-	for p := text; len(o.pids) < 64; {
-		j := strings.Index(p, "Process ")
-		if j < 0 {
-			break
-		}
-		p = p[j+len("Process "):]
-		pid, r, ok := leadingInt(p)
-		if !ok || !strings.HasPrefix(r, " has ") {
-			continue
-		}
-		v, r, ok := leadingSize(r[len(" has "):])
-		if !ok {
-			continue
-		}
-		o.pids = append(o.pids, PIDMemory{PID: pid, GiB: v})
-		p = r
-	}
+	o.pids = processesHolding(text, "")
 	if v, ok := sizeAfter(text, "this process has "); ok {
 		o.self = &v
 	}
@@ -436,4 +404,29 @@ func size(v float64) string {
 		return fmt.Sprintf("%.2f MiB", v*(1<<10))
 	}
 	return gib(v)
+}
+
+// processesHolding reads torch's "Process PID has SIZE" mentions in text, at most 64, those
+// followed by suffix (torch's full message says " memory in use"; an abridged one, pasted or
+// cut, may say nothing after the size).
+func processesHolding(text, suffix string) []PIDMemory {
+	var out []PIDMemory
+	for p := text; len(out) < 64; {
+		j := strings.Index(p, "Process ")
+		if j < 0 {
+			break
+		}
+		p = p[j+len("Process "):]
+		pid, r, ok := leadingInt(p)
+		if !ok || !strings.HasPrefix(r, " has ") {
+			continue
+		}
+		v, r, ok := leadingSize(r[len(" has "):])
+		if !ok || !strings.HasPrefix(r, suffix) {
+			continue
+		}
+		out = append(out, PIDMemory{PID: pid, GiB: v})
+		p = r
+	}
+	return out
 }
