@@ -376,39 +376,10 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 	h.mu.Lock()
 	h.hop, h.phase = "", PhaseSession
 	h.mu.Unlock()
-	connDone := make(chan struct{})
-	var connErr error
-	go func() {
-		connErr = client.Wait()
-		close(connDone)
-	}()
-
-	sess, err := client.NewSession()
-	if err != nil {
-		res.Err = h.fail(PhaseSession, err, KindOther, "open session")
-		return
-	}
-	h.track(sess)
-	// Stdin through a pipe written here, not Session.Stdin: with the latter, Wait reports a
-	// command that exits without reading all of its input as a failed copy (EOF) even when its
-	// exit status is 0.
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		res.Err = h.fail(PhaseSession, err, KindOther, "open session")
-		return
-	}
-	stdout, err := sess.StdoutPipe()
-	if err != nil {
-		res.Err = h.fail(PhaseSession, err, KindOther, "open session")
-		return
-	}
-	stderr, err := sess.StderrPipe()
-	if err != nil {
-		res.Err = h.fail(PhaseSession, err, KindOther, "open session")
-		return
-	}
-	if err := sess.Start(o.Command); err != nil {
-		res.Err = h.fail(PhaseSession, err, KindOther, "start command")
+	conn := watchConn(client)
+	sess, stdin, stdout, stderr, e := h.startCommand(client)
+	if e != nil {
+		res.Err = e
 		return
 	}
 	h.setPhase(PhaseProbe)
@@ -447,7 +418,38 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 	<-stderrDone
 	res.Stdout, res.Stderr = out, errBuf.Bytes()
 	h.stderrNote(errBuf)
+	h.exitResult(res, waitErr, readErr, conn)
+}
 
+// startCommand opens a session and starts the command with its three streams piped.
+func (h *hostRun) startCommand(client *ssh.Client) (*ssh.Session, io.WriteCloser, io.Reader, io.Reader, *Error) {
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, nil, nil, nil, h.fail(PhaseSession, err, KindOther, "open session")
+	}
+	h.track(sess)
+	// Stdin through a pipe written here, not Session.Stdin: with the latter, Wait reports a
+	// command that exits without reading all of its input as a failed copy (EOF) even when its
+	// exit status is 0.
+	stdin, err := sess.StdinPipe()
+	var stdout, stderr io.Reader
+	if err == nil {
+		stdout, err = sess.StdoutPipe()
+	}
+	if err == nil {
+		stderr, err = sess.StderrPipe()
+	}
+	if err != nil {
+		return nil, nil, nil, nil, h.fail(PhaseSession, err, KindOther, "open session")
+	}
+	if err := sess.Start(h.s.o.Command); err != nil {
+		return nil, nil, nil, nil, h.fail(PhaseSession, err, KindOther, "start command")
+	}
+	return sess, stdin, stdout, stderr, nil
+}
+
+// exitResult records how the command ended: its exit status, or why there is none.
+func (h *hostRun) exitResult(res *Result, waitErr, readErr error, conn *connWatch) {
 	var exitErr *ssh.ExitError
 	var missing *ssh.ExitMissingError
 	switch {
@@ -466,30 +468,50 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 		}
 		res.Err = &Error{Phase: PhaseProbe, Kind: KindExit, Message: msg, Err: waitErr}
 	case h.expired():
-		res.Err = h.fail(PhaseProbe, waitErr, KindOther, fmt.Sprintf("run command (%d bytes of output read)", len(out)))
+		res.Err = h.fail(PhaseProbe, waitErr, KindOther, fmt.Sprintf("run command (%d bytes of output read)", len(res.Stdout)))
 	case readErr != nil:
 		res.Err = h.fail(PhaseProbe, readErr, KindClosed, "read output")
 	case errors.As(waitErr, &missing):
-		// The channel closed without an exit status. Either the server ended the session, or
-		// the connection died; the mux closes channels before recording why, so give the
-		// connection a moment to report.
-		select {
-		case <-connDone:
-		case <-time.After(250 * time.Millisecond):
-		case <-h.hctx.Done():
-		}
-		cause := waitErr
-		select {
-		case <-connDone:
-			if connErr != nil && classify(connErr) != KindClosed {
-				cause = connErr
-			}
-		default:
-		}
-		res.Err = h.fail(PhaseProbe, cause, KindClosed, fmt.Sprintf("the session ended without an exit status after %d bytes of output", len(out)))
+		res.Err = h.fail(PhaseProbe, conn.cause(h.hctx, waitErr), KindClosed,
+			fmt.Sprintf("the session ended without an exit status after %d bytes of output", len(res.Stdout)))
 	default:
 		res.Err = h.fail(PhaseProbe, waitErr, KindOther, "run command")
 	}
+}
+
+// connWatch learns why the SSH connection ended, once it has.
+type connWatch struct {
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+func watchConn(c *ssh.Client) *connWatch {
+	w := &connWatch{done: make(chan struct{})}
+	go func() {
+		w.err = c.Wait()
+		close(w.done)
+	}()
+	return w
+}
+
+// cause is why a session that closed without an exit status ended. Either the server ended
+// the session, or the connection died; the mux closes channels before recording why, so the
+// connection gets a moment to report, and its error (other than a plain close) wins over
+// fallback.
+func (w *connWatch) cause(ctx context.Context, fallback error) error {
+	select {
+	case <-w.done:
+	case <-time.After(250 * time.Millisecond):
+	case <-ctx.Done():
+	}
+	select {
+	case <-w.done:
+		if w.err != nil && classify(w.err) != KindClosed {
+			return w.err
+		}
+	default:
+	}
+	return fallback
 }
 
 // readOutput reads stdout until it ends or passes Options.MaxOutput (then it holds one byte
