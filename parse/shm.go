@@ -85,23 +85,28 @@ func ParseFDsV2(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err
 // uniqueFDs drops every descriptor listed more than once (the kernel lists each PID and FD
 // once) and returns one of each such pair in contested.
 func uniqueFDs(fds []OpenFD) (unique, contested []OpenFD) {
-	type key struct{ pid, fd int }
-	n := make(map[key]int, len(fds))
-	for _, f := range fds {
-		n[key{f.PID, f.FD}]++
+	return onlyOnce(fds, func(f OpenFD) OpenFD { return OpenFD{PID: f.PID, FD: f.FD} })
+}
+
+// onlyOnce keeps, in order, the items whose key occurs once, and returns each key that occurs
+// more often, once, in the order they first occur: contested data is trusted in no copy.
+func onlyOnce[T any, K comparable](xs []T, key func(T) K) (once []T, contested []K) {
+	n := make(map[K]int, len(xs))
+	for _, x := range xs {
+		n[key(x)]++
 	}
-	unique = fds[:0]
-	for _, f := range fds {
-		switch k := (key{f.PID, f.FD}); n[k] {
+	once = xs[:0]
+	for _, x := range xs {
+		switch k := key(x); n[k] {
 		case 1:
-			unique = append(unique, f)
+			once = append(once, x)
 		case 0:
 		default:
-			contested = append(contested, OpenFD{PID: f.PID, FD: f.FD})
+			contested = append(contested, k)
 			n[k] = 0
 		}
 	}
-	return unique, contested
+	return once, contested
 }
 
 // ParseMaps reads the maps section, grep -H output over /proc/PID/maps:
@@ -224,8 +229,6 @@ func parseFDStat(r io.Reader, links bool) (sizes, contested []FDSize, err error)
 	b, rerr := readInput(r)
 	var errs errList
 	errs.add(rerr)
-	type key struct{ pid, fd int }
-	n := map[key]int{}
 	for i, l := range splitLines(b) {
 		if l == "" || strings.HasPrefix(l, "stat:") {
 			continue
@@ -251,20 +254,9 @@ func parseFDStat(r io.Reader, links bool) (sizes, contested []FDSize, err error)
 			continue
 		}
 		sizes = append(sizes, FDSize{PID: pid, FD: fd, Bytes: size, Links: nlink})
-		n[key{pid, fd}]++
 	}
-	out := sizes[:0]
-	for _, z := range sizes {
-		switch k := (key{z.PID, z.FD}); n[k] {
-		case 1:
-			out = append(out, z)
-		case 0:
-		default:
-			contested = append(contested, FDSize{PID: z.PID, FD: z.FD})
-			n[k] = 0
-		}
-	}
-	return out, contested, errs.err()
+	sizes, contested = onlyOnce(sizes, func(z FDSize) FDSize { return FDSize{PID: z.PID, FD: z.FD} })
+	return sizes, contested, errs.err()
 }
 
 // ParseShmListing reads a version 1 shm-ls section: NUL-terminated
@@ -324,23 +316,7 @@ const maxShmDepth = 8
 // uniqueShmPaths drops every path listed more than once (find lists each once) and returns
 // those paths.
 func uniqueShmPaths(entries []ShmEntry) ([]ShmEntry, []string) {
-	n := make(map[string]int, len(entries))
-	for _, e := range entries {
-		n[e.Path]++
-	}
-	var contested []string
-	out := entries[:0]
-	for _, e := range entries {
-		switch n[e.Path] {
-		case 1:
-			out = append(out, e)
-		case 0:
-		default:
-			contested = append(contested, e.Path)
-			n[e.Path] = 0
-		}
-	}
-	return out, contested
+	return onlyOnce(entries, func(e ShmEntry) string { return e.Path })
 }
 
 func isShmRecordStart(rec []byte) bool {
