@@ -77,6 +77,16 @@ type Finding struct {
 	Kind string
 	// Imbalance is the judgement behind a memory-imbalance finding; nil for other codes.
 	Imbalance *Imbalance
+
+	// Typed facts (see facts.go); the strings above are composed from them.
+	// Reasons are the evidence, strong ones first.
+	Reasons []Reason
+	// Actions are what to do, most effective first; Fix lists their commands' lines.
+	Actions []Action
+	// Checks are the commands that show whether the actions worked; Fix ends with them.
+	Checks []Command
+	// Shm are the /dev/shm files the finding names (shm-deleted-mapped, shm-stale, shm-full).
+	Shm []ShmFile
 }
 
 // GPUProcess is one process that holds GPU memory or a GPU device, with everything the probe

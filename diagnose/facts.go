@@ -1,0 +1,118 @@
+package diagnose
+
+import "time"
+
+// Typed facts. A Finding's verdict is judged here, in diagnose, as the values below: the
+// reasons it rests on as codes with their data, the actions that would fix it as structured
+// commands with what each gives back, and the files it names. The words people read (Title,
+// Explanation, Evidence, Fix) are composed from these facts in one place (words*.go), and
+// every report format renders from the same facts: the text report folds repeated files,
+// merges the same action across findings and orders "what to do" by impact.
+
+// ReasonCode names one kind of evidence. The codes are stable: JSON carries them.
+type ReasonCode string
+
+// Reason codes of leftover-process.
+const (
+	ReasonUnitStopped    ReasonCode = "unit-stopped"    // its unit is inactive, failed or deactivating
+	ReasonSessionEnded   ReasonCode = "session-ended"   // the login session that started it has ended
+	ReasonStrayInUnit    ReasonCode = "stray-in-unit"   // in a unit's cgroup, not under its main process
+	ReasonZombie         ReasonCode = "zombie"          // state Z
+	ReasonStopped        ReasonCode = "stopped"         // state T
+	ReasonTraced         ReasonCode = "traced"          // state t
+	ReasonShmDeleted     ReasonCode = "shm-deleted"     // weights/checkpoints it maps were deleted
+	ReasonScratchDeleted ReasonCode = "scratch-deleted" // other deleted /dev/shm files it maps
+	ReasonModelPathGone  ReasonCode = "model-path-gone" // the model path on its command line is gone
+	ReasonOrphaned       ReasonCode = "orphaned"        // parent PID 1, outside any service, container or job
+	ReasonMuchOlder      ReasonCode = "much-older"      // much older than the comparable GPU work
+)
+
+// Reason is one piece of evidence behind a finding, with the data its words are made of.
+type Reason struct {
+	Code ReasonCode
+	// Strong reasons are enough for the verdict on their own; weak ones only support it.
+	Strong bool
+	PID    int
+	// Unit is the unit's label for people (UnitLabel), State its ActiveState or the
+	// process's state letter, Result the unit's result when not "success".
+	Unit, State, Result string
+	// Paths are the files the reason names (deleted /dev/shm files, a missing model path).
+	Paths []string
+	// Age is how long the process has run; Than the age of the oldest work it is compared
+	// with (much-older), or the unit's main process's (stray-in-unit, when older).
+	Age, Than time.Duration
+	// Older is set on stray-in-unit when the process started before the unit's main process.
+	Older bool
+	// ServedBy is the running unit that serves the process, which makes a cleaned-up reason
+	// (shm-deleted, model-path-gone) weak: anyone who may write the directory can delete it.
+	ServedBy string
+	// Orphaned is set on much-older when the process is orphaned too (the two are one
+	// strong reason together).
+	Orphaned bool
+}
+
+// ActionKind names what an action does. The kinds are stable: JSON carries them.
+type ActionKind string
+
+// Action kinds.
+const (
+	ActionKill          ActionKind = "kill"           // SIGTERM, then SIGKILL, one process
+	ActionStopUnit      ActionKind = "stop-unit"      // systemctl stop, through the unit's own manager
+	ActionStopContainer ActionKind = "stop-container" // docker/podman stop, crictl stop
+	ActionDeletePod     ActionKind = "delete-pod"     // kubectl delete pod
+	ActionCancelJob     ActionKind = "cancel-job"     // scancel
+	ActionReapZombie    ActionKind = "reap-zombie"    // end a zombie's parent, look for stuck threads
+	ActionRemoveFiles   ActionKind = "remove-files"   // rm files nothing uses
+	ActionInspect       ActionKind = "inspect"        // commands that look, for a person to judge
+	ActionDriver        ActionKind = "driver"         // driver, module or hardware repair
+)
+
+// Action is one thing to do about a finding, as structured commands. Kind and Target are its
+// identity: the same action suggested by several findings is the same fix, shown once.
+type Action struct {
+	Kind ActionKind
+	// Target is what it acts on, as its commands name it: "20629", "vllm.service",
+	// "user unit x.service of alice (uid 1000)", "docker:b708f3d89365", a job id, a path.
+	Target string
+	// PIDs are the processes it ends.
+	PIDs []int
+	// Frees is what comes back once it is done.
+	Frees Impact
+	// Steps are its commands, in order.
+	Steps []Command
+}
+
+// Command is one shell command exactly as it runs, and what a person should know about it.
+type Command struct {
+	// Line is printed as is: never wrapped, never commented.
+	Line string
+	// Note says what the command does or what to fill in. It is shown as prose beside the
+	// command block, never inside it.
+	Note string
+}
+
+// Impact is what an action gives back.
+type Impact struct {
+	GPUMiB   map[int]int64 // GPU index -> MiB of GPU memory
+	ShmBytes int64         // RAM held by /dev/shm files
+}
+
+// TotalGPUMiB is the GPU memory the impact gives back on all GPUs.
+func (i Impact) TotalGPUMiB() int64 {
+	var n int64
+	for _, v := range i.GPUMiB {
+		n += v
+	}
+	return n
+}
+
+// ShmFile is one /dev/shm file a finding names, with what the probe saw of it.
+type ShmFile struct {
+	Path         string
+	Bytes        *int64 // nil when the size is unknown
+	Deleted      bool
+	Mapped, Open bool
+	PIDs         []int // every process that keeps it (shm-deleted-mapped) or none
+	Owner        string
+	Age          *time.Duration // since last modified, for stale files
+}
