@@ -35,9 +35,10 @@ func ParseProcs(r io.Reader, bootTime *time.Time, clockTicks int) (procs []Proce
 }
 
 // ParseProcsV2 reads a version 2 procs section: the fields of ParseProcs, each terminated by
-// NUL instead of a newline, so that a value may hold any other byte. The stat field is the
-// whole /proc/PID/stat (its comm may hold newlines); cwd is readlink's output, ending in a
-// newline; argv's base64 may be wrapped.
+// NUL instead of a newline, so that a value may hold any other byte, and "parent" (the
+// process is described only as the parent of another: Process.ParentOnly). The stat field is
+// the whole /proc/PID/stat (its comm may hold newlines); cwd is readlink's output, ending in
+// a newline; argv's base64 may be wrapped.
 func ParseProcsV2(r io.Reader, bootTime *time.Time, clockTicks int) (procs []Process, contested []int, err error) {
 	b, rerr := readInput(r)
 	pb := newProcBuilder(bootTime, clockTicks)
@@ -105,6 +106,8 @@ func (pb *procBuilder) field(n int, key, val string) {
 	switch key {
 	case "gone":
 		p.Gone = true
+	case "parent":
+		p.ParentOnly = true
 	case "end":
 		pb.flush()
 	case "stat":
@@ -145,11 +148,13 @@ func singleField(key, val string) uint16 {
 		return 1 << 2
 	case "cwd":
 		return 1 << 3
+	case "parent":
+		return 1 << 4
 	case "status":
 		k, _, _ := strings.Cut(val, ":")
 		for i, name := range statusKeys {
 			if k == name {
-				return 1 << (4 + i)
+				return 1 << (5 + i)
 			}
 		}
 	}

@@ -117,7 +117,11 @@ type DeviceHolder struct {
 type Process struct {
 	PID  int
 	Gone bool // exited between the scan and the read
-	PPID *int
+	// ParentOnly marks a process described only as the parent of a described one (the probe
+	// goes one level up): context for naming what a worker runs, not a user of GPUs or
+	// /dev/shm in its own right.
+	ParentOnly bool
+	PPID       *int
 	// State is the one-letter state from /proc/PID/stat: R, S, D, Z, T, t, I, X.
 	State string
 	Comm  string

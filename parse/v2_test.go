@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -157,16 +158,40 @@ func TestParseUserUnits(t *testing.T) {
 	}
 }
 
+// A record marked "parent" is a process described only as another's parent; a record that
+// says so twice is contested like any field given twice, and a v1 capture has no such mark.
+func TestParseV2Parent(t *testing.T) {
+	parent := strings.Replace(procV2(5, "python3"), "pid 5\x00", "pid 5\x00parent\x00", 1)
+	procs, contested, err := ParseProcsV2(strings.NewReader(parent+procV2(6, "python3")), nil, 100)
+	if err != nil || len(contested) != 0 || len(procs) != 2 || !procs[0].ParentOnly || procs[1].ParentOnly {
+		t.Fatalf("procs %+v contested %v err %v", procs, contested, err)
+	}
+	twice := strings.Replace(parent, "parent\x00", "parent\x00parent\x00", 1)
+	procs, contested, _ = ParseProcsV2(strings.NewReader(twice+procV2(6, "python3")), nil, 100)
+	if len(procs) != 1 || procs[0].PID != 6 || !reflect.DeepEqual(contested, []int{5}) {
+		t.Errorf("parent given twice: procs %+v contested %v", procs, contested)
+	}
+}
+
 func FuzzProcsV2(f *testing.F) {
 	f.Add([]byte(procV2(5, "a)\nb") + procV2(6, "c")))
+	f.Add([]byte("pid 7\x00parent\x00gone\x00end\x00pid 8\x00parent\x00" + procV2(9, "d")))
+	f.Add([]byte("pid 0\x00parent 0"))
 	f.Add([]byte("pid 1\x00stat 1 (\x00argv !!\x00end"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		procs, contested, err := ParseProcsV2(bytes.NewReader(b), nil, 100)
 		checkErr(t, err)
 		seen := map[int]bool{}
+		field := slices.ContainsFunc(bytes.Split(b, []byte{0}), func(f []byte) bool {
+			key, _, _ := bytes.Cut(f, []byte(" "))
+			return string(key) == "parent"
+		})
 		for _, p := range procs {
 			if p.PID < 0 || seen[p.PID] {
 				t.Fatalf("process %+v (twice: %v)", p, seen[p.PID])
+			}
+			if p.ParentOnly && !field {
+				t.Fatalf("process %+v marked parent without a parent field", p)
 			}
 			seen[p.PID] = true
 		}
