@@ -104,8 +104,9 @@ type GPUProcess struct {
 	// Engine is the known engine Program belongs to: SGLang, vLLM, TGI, Triton, Ray,
 	// torchrun or JAX; "" for any other program.
 	Engine string
-	// ParentArgv is the parent's command line of a multiprocessing worker, when the probe
-	// captured the parent (it does when the parent holds a GPU or /dev/shm file itself).
+	// ParentArgv is the parent's command line of a multiprocessing worker or of a fork that
+	// kept its parent's command line, when the probe captured the parent (it describes the
+	// parents of the processes it describes, one level up).
 	ParentArgv []string
 	// Name is nvidia-smi's process_name, or the kernel's comm when nvidia-smi did not list it.
 	Name    string

@@ -340,8 +340,9 @@ func (h *host) jobKey(gp *GPUProcess) string {
 		return h.unitLabel(u)
 	}
 	// A hand-started job: its topmost ancestor the probe described, so a launcher and its
-	// per-GPU workers read as one; when the parent was not described (it holds no GPU
-	// device), the workers group under their common parent.
+	// per-GPU workers read as one; when the parent was not described in its own right (it
+	// holds no GPU device: at most described as a parent), the workers group under their
+	// common parent.
 	cur := h.procByPID[gp.PID]
 	if cur == nil {
 		return "pid " + strconv.Itoa(gp.PID)
@@ -349,7 +350,7 @@ func (h *host) jobKey(gp *GPUProcess) string {
 	seen := map[int]bool{cur.PID: true}
 	for steps := 0; cur.PPID != nil && *cur.PPID > 1 && !seen[*cur.PPID] && steps < maxAncestry; steps++ {
 		parent := h.procByPID[*cur.PPID]
-		if parent == nil {
+		if parent == nil || parent.ParentOnly {
 			return "ppid " + strconv.Itoa(*cur.PPID)
 		}
 		pc := parent.Cgroup

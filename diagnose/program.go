@@ -2,7 +2,10 @@ package diagnose
 
 import (
 	"path"
+	"slices"
 	"strings"
+
+	"github.com/gputriage/gputriage/parse"
 )
 
 // The engines GPUProcess.Engine names (display names; readiness's --engine values differ).
@@ -85,6 +88,9 @@ func moduleProgram(mod string, args []string) (program, engine string) {
 	case "vllm.entrypoints.cli.main":
 		return commandProgram("vllm", args)
 	}
+	if strings.HasPrefix(mod, "multiprocessing.") {
+		return workerProgram, "" // a forkserver or other helper: its parent says what runs
+	}
 	return clip(mod), engineOf(mod)
 }
 
@@ -163,22 +169,51 @@ func clip(s string) string {
 	return s[:cut] + "…"
 }
 
-// setPrograms fills Program and Engine of every GPU process, and for a multiprocessing
-// worker whose parent the probe captured, the parent's command line, program and engine.
+// setPrograms fills Program and Engine of every GPU process. A worker (a multiprocessing
+// spawn or forkserver child, or a fork that kept its parent's command line) whose parent the
+// probe captured carries the parent's command line and is named after what launched it: the
+// nearest captured ancestor that is not itself a multiprocessing child ("vllm serve worker").
+// The probe describes parents one level up, so a worker's grandparent is known only when its
+// parent is described in its own right (it holds a GPU or a deleted /dev/shm file).
 func (h *host) setPrograms() {
 	for i := range h.procs {
 		gp := &h.procs[i]
 		gp.Program, gp.Engine = programOf(gp.Argv, gp.Name)
-		if gp.Program != workerProgram || gp.PPID == nil {
+		parent := h.parentOf(h.procByPID[gp.PID])
+		if parent == nil || (gp.Program != workerProgram && !slices.Equal(gp.Argv, parent.Argv)) {
 			continue
 		}
-		if parent := h.procByPID[*gp.PPID]; parent != nil && len(parent.Argv) > 0 {
-			gp.ParentArgv = parent.Argv
-			gp.Program, gp.Engine = programOf(parent.Argv, parent.Comm)
-			if gp.Program == workerProgram {
-				continue
-			}
-			gp.Program = clip(gp.Program + " worker")
+		gp.ParentArgv = parent.Argv
+		if program, engine, ok := h.launcher(parent); ok {
+			gp.Program, gp.Engine = clip(program+" worker"), engine
 		}
 	}
+}
+
+// parentOf is p's parent when the probe described it with a command line and it is p's
+// parent indeed: one that started after p holds a PID reused since p's parent exited.
+func (h *host) parentOf(p *parse.Process) *parse.Process {
+	if p == nil || p.PPID == nil || *p.PPID == p.PID {
+		return nil
+	}
+	parent := h.procByPID[*p.PPID]
+	if parent == nil || len(parent.Argv) == 0 {
+		return nil
+	}
+	if parent.StartTime != nil && p.StartTime != nil && parent.StartTime.After(*p.StartTime) {
+		return nil
+	}
+	return parent
+}
+
+// launcher names what started the workers of p: p's program, or when p is a multiprocessing
+// child itself (a forkserver, a spawned engine core), its nearest captured ancestor's.
+func (h *host) launcher(p *parse.Process) (program, engine string, ok bool) {
+	for steps := 0; p != nil && steps < maxAncestry; steps++ {
+		if program, engine = programOf(p.Argv, p.Comm); program != workerProgram {
+			return program, engine, true
+		}
+		p = h.parentOf(p)
+	}
+	return "", "", false
 }
