@@ -233,9 +233,11 @@ shmfdstat() {
 if [ -n "$SHMFDS" ]; then sec fdstat 1048576 0 shmfdstat; else nosec fdstat 1048576 0; fi
 
 # The PIDs worth describing: compute apps, /dev/nvidia* holders, holders of deleted shm files;
-# the first 2000 distinct, in that order of preference.
+# the first MAXPROCS distinct, in that order of preference. The procs step adds their parents
+# within the same bound.
+MAXPROCS=2000
 PIDS=$(
-	printf '%s\n@@next\n%s\n@@next\n%s\n' "$APPS" "$FDX" "$MAPS" | awk '
+	printf '%s\n@@next\n%s\n@@next\n%s\n' "$APPS" "$FDX" "$MAPS" | awk -v max="$MAXPROCS" '
 	# No line of the three can be "@@next": the driver writes the app rows, and fd and maps
 	# lines start with /proc/.
 	$0 == "@@next" { part++; line = 0; next }
@@ -243,7 +245,7 @@ PIDS=$(
 	part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
 	part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { split(f[1], q, "/"); p = q[3] } }
 	part == 2 && /^\/proc\/[0-9]+\/maps:/ && / \(deleted\)$/ { split($1, q, "/"); p = q[3] }
-	p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print p }' | sort -n
+	p != "" && !(p in seen) && n < max { seen[p] = 1; n++; print p }' | sort -n
 )
 
 # One record per PID, each field NUL-terminated: "pid N", then "gone" or "stat ...", "status
@@ -253,16 +255,27 @@ PIDS=$(
 # Paths given to --model, --model-path and friends are checked for existence, since a deleted
 # model directory marks a leftover. They are looked up under /proc/PID/root, the process's own
 # root (a container's paths are not the host's), and left out when that root cannot be read.
+# Then, one level up, the parents (PPid) of those PIDs that are not among them and not 0 or 1,
+# while the records number fewer than MAXPROCS, each with the field "parent" after its pid: a
+# multiprocessing worker's own command line says only "spawn_main", its parent's says what
+# runs. The PPid values are the kernel's digits, checked again by awk, and only ever data.
 PROCS_SCRIPT='
-for p in "$@"; do
-	d=/proc/$p
-	printf "pid %s\000" "$p"
-	if [ ! -d "$d" ]; then printf "gone\000end\000"; continue; fi
+max=$1 pick=$2
+shift 2
+pp=
+desc() {
+	d=/proc/$1
+	printf "pid %s\000" "$1"
+	if [ -n "$2" ]; then printf "parent\000"; fi
+	if [ ! -d "$d" ]; then printf "gone\000end\000"; return; fi
 	printf "stat "
 	while IFS= read -r l; do printf "%s\n" "$l"; done <"$d/stat"
 	printf "\000"
 	while IFS= read -r l; do
-		case $l in Name:* | State:* | PPid:* | Uid:* | NSpid:* | VmRSS:* | RssShmem:*) printf "status %s\000" "$l" ;; esac
+		case $l in
+		PPid:*) printf "status %s\000" "$l"; pp="$pp ${l#PPid:}" ;;
+		Name:* | State:* | Uid:* | NSpid:* | VmRSS:* | RssShmem:*) printf "status %s\000" "$l" ;;
+		esac
 	done <"$d/status"
 	while IFS= read -r l; do printf "cgroup %s\000" "$l"; done <"$d/cgroup"
 	printf "argv "
@@ -282,12 +295,19 @@ for p in "$@"; do
 		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then printf "path missing %s\000" "$v"; fi ;; esac
 	done
 	printf "end\000"
-done
+}
+for p in "$@"; do desc "$p" ""; done
+for p in $(printf "%s\n%s\n" "$*" "$pp" | awk -v room="$((max - $#))" "$pick"); do desc "$p" parent; done
 '
+# The parents to describe, from a first line of the PIDs described and a second of their
+# parents' PIDs: each once, none of the first line, not 0 or 1, at most room of them.
+PARENTS_AWK='
+NR == 1 { for (i = 1; i <= NF; i++) seen[$i] = 1; next }
+{ for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/ && $i > 1 && !($i in seen) && n < room) { seen[$i] = 1; n++; print $i } }'
 # The shell's complaints (a process that exited) are dropped: they would land inside fields.
 procscan() {
 	# shellcheck disable=SC2086 # PIDS are digits
-	t 20 sh -c "$PROCS_SCRIPT" sh $PIDS 2>/dev/null
+	t 20 sh -c "$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" $PIDS 2>/dev/null
 }
 if [ -n "$PIDS" ]; then sec procs 4194304 0 procscan; else nosec procs 4194304 0; fi
 
