@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -356,4 +357,31 @@ func TestProbeParentGone(t *testing.T) {
 	}
 	// Its own command line names it; no parent's is there to carry.
 	checkWorker(t, s, r, w, "vllm serve", "vLLM", nil)
+}
+
+// The probe's choice of parents, run by the host's awk: each parent once, none already
+// described, never PID 0 or 1 or anything but digits, and no more than the room left.
+func TestProbeParentsChosen(t *testing.T) {
+	m := regexp.MustCompile(`(?s)\nPARENTS_AWK='([^']*)'`).FindStringSubmatch(parse.ProbeScript)
+	if m == nil {
+		t.Fatal("no PARENTS_AWK in the probe")
+	}
+	tests := []struct {
+		described, parents string
+		room               int
+		want               string
+	}{
+		{"10 11 12", "\t9 \t9 \t10 \t1 \t0 \t13", 5, "9 13"},
+		{"10 11", "\t7 \t8 \t9", 2, "7 8"},
+		{"10", "\t7", 0, ""},
+		{"10", "\t7x \t-3 \t8;reboot \t 5", 9, "5"},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command("awk", "-v", "room="+strconv.Itoa(tt.room), m[1])
+		cmd.Stdin = strings.NewReader(tt.described + "\n" + tt.parents + "\n")
+		out, err := cmd.Output()
+		if got := strings.Join(strings.Fields(string(out)), " "); err != nil || got != tt.want {
+			t.Errorf("described %q parents %q room %d: %q %v, want %q", tt.described, tt.parents, tt.room, got, err, tt.want)
+		}
+	}
 }
