@@ -65,6 +65,9 @@ const (
 	ActionRemoveFiles   ActionKind = "remove-files"   // rm files nothing uses
 	ActionInspect       ActionKind = "inspect"        // commands that look, for a person to judge
 	ActionDriver        ActionKind = "driver"         // driver, module or hardware repair
+	// ActionNarrowLaunch launches only on the GPUs with room (CUDA_VISIBLE_DEVICES); Target
+	// is the environment it sets. It frees nothing.
+	ActionNarrowLaunch ActionKind = "narrow-launch"
 )
 
 // Action is one thing to do about a finding, as structured commands. Kind and Target are its
@@ -112,7 +115,10 @@ type ShmFile struct {
 	Bytes        *int64 // nil when the size is unknown
 	Deleted      bool
 	Mapped, Open bool
-	PIDs         []int // every process that keeps it (shm-deleted-mapped) or none
-	Owner        string
-	Age          *time.Duration // since last modified, for stale files
+	PIDs         []int // the processes that keep it (shm-deleted-mapped) or none
+	// MorePIDs counts the keepers left out of PIDs, which names the finding's process and
+	// at most ten others, so that a file thousands of processes keep costs linear size.
+	MorePIDs int
+	Owner    string
+	Age      *time.Duration // since last modified, for stale files
 }

@@ -123,16 +123,11 @@ func (h *host) ghostFinding() (Finding, bool) {
 			"If %s should not be running, stop %s with the commands below.",
 			strings.Join(who, ", "), plural(len(suspects), "has", "have"), plural(len(suspects), "is", "are"), plural(len(suspects), "owner", "owners"),
 			plural(len(suspects), "it", "they"), plural(len(suspects), "it", "them"))
-		seen := map[string]bool{}
 		for _, gp := range suspects {
-			for _, c := range h.stopCommands(gp) {
-				if !seen[c] {
-					seen[c] = true
-					f.Fix = append(f.Fix, c)
-				}
-			}
+			f.Actions = addAction(f.Actions, h.stopAction(gp))
 		}
-		f.Fix = append(f.Fix, verifyGPU)
+		f.Checks = []Command{verifyGPU}
+		f.Fix = fixWords(f.Actions, 0, f.Checks)
 		f.Explanation = ex.String()
 		return f, true
 	}

@@ -184,7 +184,9 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 			fmtMiB(vneed), FormatGPUs(vfail), plural(len(vfail), "does", "do"))
 	}
 	f.Explanation += h.imbalanceVerdict(im)
-	f.Fix = h.imbalanceFix(im, pass)
+	actions, omitted := h.imbalanceActions(im, pass)
+	f.Actions, f.Checks = actions, []Command{verifyGPUFree}
+	f.Fix = fixWords(f.Actions, omitted, f.Checks)
 	return f, true
 }
 

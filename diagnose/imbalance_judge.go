@@ -10,7 +10,7 @@ import (
 // Imbalance is the judgement behind a memory-imbalance finding, as typed facts: who holds the
 // memory the check misses, which of them are left over, and whether stopping those would be
 // enough. The finding's words are composed from it in one place (imbalanceHolderLines,
-// imbalanceVerdict, imbalanceFix), so a sentence cannot call healthy work left over.
+// imbalanceVerdict, imbalanceActions), so a sentence cannot call healthy work left over.
 type Imbalance struct {
 	// Short are the GPUs below SGLang's 0.9 × max free, with who holds their memory.
 	Short []ShortGPU
@@ -297,30 +297,32 @@ func (h *host) stillShortWords(b *strings.Builder, im *Imbalance) {
 	}
 }
 
-// imbalanceFix stops only the leftovers, then narrows a launch to the GPUs with room when
-// that is what would work.
-func (h *host) imbalanceFix(im *Imbalance, pass []int) []string {
-	var fix []string
-	seen := map[string]bool{}
+// imbalanceActions stop only the leftovers (the first maxHolderLines of them; omitted counts
+// the rest), then narrow a launch to the GPUs with room when that is what would work.
+func (h *host) imbalanceActions(im *Imbalance, pass []int) (actions []Action, omitted int) {
 	for i, pid := range im.Leftover {
 		if i == maxHolderLines {
-			fix = append(fix, fmt.Sprintf("# and %s more leftover processes: their commands are in their leftover-process findings", thousands(int64(len(im.Leftover)-i))))
+			omitted = len(im.Leftover) - i
 			break
 		}
-		for _, c := range h.stopCommands(h.gpByPID[pid]) {
-			if !seen[c] {
-				seen[c] = true
-				fix = append(fix, c)
-			}
-		}
+		actions = addAction(actions, h.stopAction(h.gpByPID[pid]))
 	}
 	switch {
 	case len(im.Leftover) == 0 && len(im.Healthy) > 0 && im.unlisted() == 0 && len(pass) > 0:
-		fix = append(fix, "export "+h.visibleDevices(pass)+"  # only the GPUs with room")
+		actions = append(actions, h.narrowLaunch(pass, "only the GPUs with room"))
 	case len(im.Leftover) > 0 && !im.BalancedAfter && len(im.RoomAfter) > 0:
-		fix = append(fix, "export "+h.visibleDevices(im.RoomAfter)+"  # the GPUs with room once the leftovers are stopped")
+		actions = append(actions, h.narrowLaunch(im.RoomAfter, "the GPUs with room once the leftovers are stopped"))
 	}
-	return append(fix, "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv")
+	return actions, omitted
+}
+
+// verifyGPUFree shows each GPU's used and free memory.
+var verifyGPUFree = Command{Line: "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv"}
+
+// narrowLaunch is the action of launching only on gpus.
+func (h *host) narrowLaunch(gpus []int, note string) Action {
+	env := h.visibleDevices(gpus)
+	return Action{Kind: ActionNarrowLaunch, Target: env, Steps: []Command{{Line: "export " + env, Note: note}}}
 }
 
 // visibleDevices is the environment that makes CUDA use exactly these GPUs, numbered as

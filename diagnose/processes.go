@@ -37,6 +37,12 @@ type host struct {
 	// oldest first, each by its oldest process: enough to answer "how old is the oldest other
 	// job" in O(1). Built on first use.
 	oldestJobs map[string][]jobAge
+
+	// groups are, per action on a unit, container, pod or job (Kind and Target), the GPU
+	// processes it ends and what it frees; shmKeepers, per deleted /dev/shm file, the live
+	// processes that keep it. Both built on first use.
+	groups     map[string]group
+	shmKeepers map[string][]int
 }
 
 type jobAge struct {

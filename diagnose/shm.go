@@ -244,7 +244,9 @@ func (h *host) shmFullFinding() (Finding, bool) {
 	for _, pid := range delPIDs {
 		if gp := h.gpByPID[pid]; gp != nil {
 			if _, bad := h.leftovers[pid]; bad {
-				f.Fix = append(f.Fix, h.stopCommands(gp)...)
+				for _, c := range h.stopAction(gp).Steps {
+					f.Fix = append(f.Fix, commandWords(c))
+				}
 			}
 		}
 	}
