@@ -68,6 +68,8 @@ const (
 	// ActionNarrowLaunch launches only on the GPUs with room (CUDA_VISIBLE_DEVICES); Target
 	// is the environment it sets. It frees nothing.
 	ActionNarrowLaunch ActionKind = "narrow-launch"
+	// ActionResizeShm enlarges /dev/shm; Target is "/dev/shm". It frees nothing by itself.
+	ActionResizeShm ActionKind = "resize-shm"
 )
 
 // Action is one thing to do about a finding, as structured commands. Kind and Target are its
@@ -115,10 +117,14 @@ type ShmFile struct {
 	Bytes        *int64 // nil when the size is unknown
 	Deleted      bool
 	Mapped, Open bool
-	PIDs         []int // the processes that keep it (shm-deleted-mapped) or none
+	PIDs         []int // the processes that keep it (shm-deleted-mapped) or use it (shm-full)
 	// MorePIDs counts the keepers left out of PIDs, which names the finding's process and
 	// at most ten others, so that a file thousands of processes keep costs linear size.
 	MorePIDs int
 	Owner    string
 	Age      *time.Duration // since last modified, for stale files
+	// Dir is set for a directory; Bytes is then the size of every file below it.
+	Dir bool
+	// Modified is when it, or anything below it, was last modified (shm-stale, shm-full).
+	Modified *time.Time
 }

@@ -198,3 +198,87 @@ func TestFactsActionKinds(t *testing.T) {
 		})
 	}
 }
+
+// Stale /dev/shm entries are removed by one action each, which gives back their size; the
+// same removal suggested by shm-full is the same action.
+func TestFactsShm(t *testing.T) {
+	s := ct200()
+	old := refTime.Add(-50 * time.Hour)
+	s.Shm = parse.Shm{SizeBytes: i64(64 * gib), UsedBytes: i64(63 * gib), AvailBytes: i64(gib / 2), Listed: true,
+		Entries: []parse.ShmEntry{
+			{Path: "/dev/shm/Llama-3-70B", Type: 'd', Bytes: 4096, TreeBytes: 40 * gib, MTime: old, UID: 1000},
+			{Path: "/dev/shm/Llama-3-70B/model.safetensors", Type: 'f', Bytes: 40 * gib, TreeBytes: 40 * gib, MTime: old.Add(time.Minute), UID: 1000},
+		}}
+	s.Processes = append(s.Processes, parse.Process{PID: 1000, User: "alice", UID: ip(1000)})
+	r := Diagnose(s, refTime)
+	stale, full := findCode(r.Findings, CodeShmStale), findCode(r.Findings, CodeShmFull)
+	if stale == nil || full == nil {
+		t.Fatalf("missing findings:\n%s", dump(r.Findings))
+	}
+	rm := Action{Kind: ActionRemoveFiles, Target: "/dev/shm/Llama-3-70B", Frees: Impact{ShmBytes: 40 * gib},
+		Steps: []Command{{Line: "rm -rf -- '/dev/shm/Llama-3-70B'"}}}
+	if !reflect.DeepEqual(stale.Actions, []Action{rm}) {
+		t.Errorf("shm-stale actions %+v, want %+v", stale.Actions, rm)
+	}
+	mod := old.Add(time.Minute)
+	age := refTime.Sub(mod)
+	wantFile := ShmFile{Path: "/dev/shm/Llama-3-70B", Bytes: i64(40 * gib), Dir: true, Owner: "alice (uid 1000)", Modified: &mod, Age: &age}
+	if len(stale.Shm) != 1 || !reflect.DeepEqual(stale.Shm[0], wantFile) {
+		t.Errorf("shm-stale files %+v, want %+v", stale.Shm, wantFile)
+	}
+	kinds := map[ActionKind]Action{}
+	for _, a := range full.Actions {
+		kinds[a.Kind] = a
+	}
+	if !reflect.DeepEqual(kinds[ActionRemoveFiles], rm) {
+		t.Errorf("shm-full removal %+v, want the same action as shm-stale's %+v", kinds[ActionRemoveFiles], rm)
+	}
+	if k := kinds[ActionKill]; k.Target != "20629" || k.Frees.ShmBytes != 4_563_402_752 {
+		t.Errorf("shm-full does not stop the leftover that keeps deleted files: %+v", k)
+	}
+	if kinds[ActionResizeShm].Target != "/dev/shm" || kinds[ActionInspect].Target != "/dev/shm" {
+		t.Errorf("shm-full actions %+v", full.Actions)
+	}
+	for _, f := range []*Finding{stale, full} {
+		if want := composedFix(f); !slices.Equal(f.Fix, want) {
+			t.Errorf("%s fix %q, want %q", f.Code, f.Fix, want)
+		}
+	}
+	if len(full.Shm) == 0 || full.Shm[0].Path != "/dev/shm/Llama-3-70B" || !full.Shm[0].Dir {
+		t.Errorf("shm-full does not name what fills /dev/shm: %+v", full.Shm)
+	}
+}
+
+// Ghost memory with no holder: actions that look, then a reset per GPU whose condition is
+// its note, not a comment inside the command.
+func TestFactsGhostAndSMI(t *testing.T) {
+	s := idle()
+	s.GPUs[2].MemoryUsedMiB, s.GPUs[2].MemoryFreeMiB = i64(10_240), i64(87_012)
+	f := findCode(Diagnose(s, refTime).Findings, CodeGhostMemory)
+	if f == nil || len(f.Actions) != 2 {
+		t.Fatalf("ghost-memory actions: %+v", f)
+	}
+	if a := f.Actions[0]; a.Kind != ActionInspect || a.Target != "/dev/nvidia*" || len(a.Steps) != 3 {
+		t.Errorf("inspect action %+v", a)
+	}
+	reset := Action{Kind: ActionDriver, Target: "GPU 2", Steps: []Command{{Line: "nvidia-smi --gpu-reset -i 2", Note: "only once nothing uses GPU 2; a reboot also clears it"}}}
+	if !reflect.DeepEqual(f.Actions[1], reset) {
+		t.Errorf("reset action %+v, want %+v", f.Actions[1], reset)
+	}
+	if want := composedFix(f); !slices.Equal(f.Fix, want) {
+		t.Errorf("fix %q, want %q", f.Fix, want)
+	}
+
+	s = idle()
+	s.SMI.Failure = &parse.SMIFailure{Kind: parse.SMIVersionMismatch, Message: "Failed to initialize NVML: Driver/library version mismatch"}
+	f = findCode(Diagnose(s, refTime).Findings, CodeSMIFailed)
+	if f == nil || len(f.Actions) != 2 || f.Actions[0].Kind != ActionInspect || f.Actions[1].Kind != ActionDriver {
+		t.Fatalf("smi-failed actions: %+v", f)
+	}
+	if c := f.Actions[0].Steps[0]; c.Line != "cat /proc/driver/nvidia/version" || c.Note != "the loaded kernel module" {
+		t.Errorf("first step %+v", c)
+	}
+	if want := composedFix(f); !slices.Equal(f.Fix, want) {
+		t.Errorf("fix %q, want %q", f.Fix, want)
+	}
+}
