@@ -282,3 +282,34 @@ func TestFactsGhostAndSMI(t *testing.T) {
 		t.Errorf("fix %q, want %q", f.Fix, want)
 	}
 }
+
+// What the probe could not see is typed too: a limit that hides something that matters is
+// strong, and the explanation says why for exactly those (not-root is weak here: the app on
+// an unknown GPU makes ghost memory uncheckable, so no owner is missing).
+func TestFactsProbeLimited(t *testing.T) {
+	s := idle()
+	s.Host = baseHost(1000)
+	s.Notes = []parse.Note{{Code: "not-root", Message: "not root: other users' fds not visible"}}
+	s.GPUs[2].MemoryUsedMiB, s.GPUs[2].MemoryFreeMiB = i64(10_240), i64(87_012)
+	s.Truncated = true
+	s.Apps = append(s.Apps, parse.ComputeApp{PID: 9, GPUUUID: "MIG-1234", UsedMiB: i64(5)})
+	f := findCode(Diagnose(s, refTime).Findings, CodeProbeLimited)
+	if f == nil {
+		t.Fatal("no probe-limited finding")
+	}
+	want := []Reason{
+		{Code: ReasonProbeNote, Note: "not-root", Detail: "not root: other users' fds not visible"},
+		{Code: ReasonCaptureTruncated, Strong: true},
+		{Code: ReasonUnmatchedApp, PID: 9, Detail: "MIG-1234"},
+		{Code: ReasonPIDUnreadable, PID: 9},
+	}
+	if !reflect.DeepEqual(f.Reasons, want) {
+		t.Errorf("reasons %+v\nwant %+v", f.Reasons, want)
+	}
+	if f.Severity != Warning || !strings.Contains(f.Explanation, "the capture was cut short") || strings.Contains(f.Explanation, "no visible owner") {
+		t.Errorf("severity %s, explanation %q", f.Severity, f.Explanation)
+	}
+	if len(f.Evidence) != len(want) || f.Evidence[0] != "not-root: not root: other users' fds not visible" {
+		t.Errorf("evidence %q", f.Evidence)
+	}
+}

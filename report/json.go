@@ -298,6 +298,9 @@ type jsonReason struct {
 	Older       bool     `json:"older"`
 	ServedBy    *string  `json:"served_by"`
 	Orphaned    bool     `json:"orphaned"`
+	Note        *string  `json:"note"`
+	Detail      *string  `json:"detail"`
+	Bytes       *int64   `json:"bytes"`
 }
 
 type jsonAction struct {
@@ -440,7 +443,10 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 		j.Reasons = append(j.Reasons, jsonReason{Code: validUTF8(string(r.Code)), Strong: r.Strong, PID: optInt(r.PID),
 			Unit: optStr(r.Unit), State: optStr(r.State), Result: optStr(r.Result), Paths: validAll(r.Paths),
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
-			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned})
+			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail)})
+		if r.Bytes > 0 {
+			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
+		}
 	}
 	for _, a := range f.Actions {
 		frees := jsonImpact{GPUMiB: map[string]int64{}, ShmBytes: a.Frees.ShmBytes}
