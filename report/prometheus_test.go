@@ -261,3 +261,27 @@ func FuzzPrometheusLabel(f *testing.F) {
 		}
 	})
 }
+
+// TestPrometheusNoDuplicateSeries: series whose labels come out equal are written once (a
+// host named twice, a GPU index a host reports twice, two findings of one code on one GPU):
+// node_exporter refuses a repeated series ("was collected before with the same name and label
+// values") and Prometheus would drop it.
+func TestPrometheusNoDuplicateSeries(t *testing.T) {
+	h := incidentHost()
+	h.Snapshot.GPUs = append(h.Snapshot.GPUs, h.Snapshot.GPUs[0])
+	h.Result.Findings = append(h.Result.Findings, h.Result.Findings[0])
+	out := render(t, Prometheus, []Host{h, incidentHost()}, Options{})
+	seen := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			name, _, _ := strings.Cut(line, " ")
+			if seen[name] {
+				t.Errorf("series written twice: %s", line)
+			}
+			seen[name] = true
+		}
+	}
+	if !seen[`gputriage_finding{host="ct200",code="leftover-process",severity="error",gpu="0"}`] || len(seen) != 1+8*4+3 {
+		t.Errorf("%d series:\n%s", len(seen), out)
+	}
+}
