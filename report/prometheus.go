@@ -140,9 +140,12 @@ func (m *metrics) host(h Host) {
 		leftover := leftoverMiB(h.Result)
 		for _, g := range h.Snapshot.GPUs {
 			labels := []string{"host", name, "gpu", strconv.Itoa(g.Index), "uuid", g.UUID}
-			for f, v := range map[int]*int64{mMemTotal: g.MemoryTotalMiB, mMemUsed: g.MemoryUsedMiB, mMemFree: g.MemoryFreeMiB} {
-				if v != nil {
-					m.add(f, labels, mibBytes(*v))
+			for _, mem := range []struct {
+				family int
+				mib    *int64
+			}{{mMemTotal, g.MemoryTotalMiB}, {mMemUsed, g.MemoryUsedMiB}, {mMemFree, g.MemoryFreeMiB}} {
+				if mem.mib != nil { // unknown is left out, never 0
+					m.add(mem.family, labels, mibBytes(*mem.mib))
 				}
 			}
 			m.add(mMemLeftover, labels, mibBytes(leftover[g.Index]))
