@@ -28,6 +28,9 @@ type Host struct {
 	CaptureSize int
 	// Readiness answers "will this job start here?" when --tp was given; nil otherwise.
 	Readiness *diagnose.Readiness
+	// ProbeDuration is the wall time of the host's probe as the caller measured it (over SSH,
+	// from the connect on); 0 when unknown, as for a replay.
+	ProbeDuration time.Duration
 }
 
 // HostError says why a host could not be triaged: in which phase (e.g. "connect", "auth",

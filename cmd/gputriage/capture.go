@@ -106,7 +106,9 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 	errOut := &capWriter{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	cmd.WaitDelay = 2 * time.Second
+	start := time.Now()
 	err := cmd.Run()
+	took := time.Since(start)
 	raw, _, ferr := fromHeader(out.buf.Bytes(), nonce)
 	h := diagnoseCapture(name, raw)
 	if ferr != nil {
@@ -125,6 +127,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 		}
 		h.Err = &report.HostError{Phase: "probe", Kind: "exit", Message: msg}
 	}
+	h.ProbeDuration = took
 	return h
 }
 

@@ -214,6 +214,7 @@ Examples:
   gputriage 'gpu[01-16]' --tp 8 --engine sglang   # who can start a TP-8 job?
   gputriage collect --save sweep-2026-11-30 'gpu[01-16]'
   gputriage --replay sweep-2026-11-30
+  gputriage --local --format prometheus --output DIR/gputriage.prom
 `
 
 const collectUsage = `gputriage collect: save each host's capture, for gputriage --replay later.

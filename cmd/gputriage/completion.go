@@ -46,7 +46,7 @@ func completionCmd(_ context.Context, args []string, e *env) (int, error) {
 // valueKinds says how a flag's value is completed; a flag that takes a value and is not
 // listed gets no completion (a number, a duration, a user name).
 var valueKinds = map[string]string{
-	"format": "words:text markdown json", "color": "words:auto always never", "only": "words:failed findings all",
+	"format": "words:text markdown json prometheus", "color": "words:auto always never", "only": "words:failed findings all",
 	"sort": "words:host severity", "engine": "words:sglang vllm",
 	"option": "words:User= Port= HostName= IdentityFile= IdentitiesOnly= ProxyJump= ConnectTimeout= " +
 		"StrictHostKeyChecking= UserKnownHostsFile= HostKeyAlias=",

@@ -120,7 +120,7 @@ func TestBashCompletion(t *testing.T) {
 	}{
 		{[]string{""}, "10.0.0.5 collect completion eq-host explain gpu01 gpu02 help included01 known01 known02 version"},
 		{[]string{"--fo"}, "--format"},
-		{[]string{"--format", ""}, "json markdown text"},
+		{[]string{"--format", ""}, "json markdown prometheus text"},
 		{[]string{"--only", "f"}, "failed findings"},
 		{[]string{"--color", "=", "a"}, "always auto"},
 		{[]string{"--sort", ""}, "host severity"},
@@ -176,7 +176,7 @@ func TestFishCompletion(t *testing.T) {
 	fish := shellOrSkip(t, "fish")
 	bin, script, home := buildGputriage(t), writeScript(t, "fish"), completionHome(t)
 	cases := []struct{ line, want string }{
-		{"gputriage --format ", "json markdown text"},
+		{"gputriage --format ", "json markdown prometheus text"},
 		{"gputriage --only ", "all failed findings"},
 		{"gputriage -w gpu", "gpu01 gpu02"},
 		{"gputriage gpu01 known", "known01 known02"},

@@ -120,6 +120,9 @@ func (o *options) checkExplain(fs *pflag.FlagSet) error {
 	if _, err := o.renderer(); err != nil {
 		return err
 	}
+	if o.format == "prometheus" {
+		return usagef("explain: --format prometheus is for triage: explain writes text, markdown or json")
+	}
 	if o.explainFile != "" && fs.NArg() > 0 {
 		return usagef("explain: give the message as arguments or --file, not both")
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -68,6 +69,9 @@ func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, repo
 	}
 	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose,
 		Only: o.out.only, Sort: o.out.sort, Redact: o.out.redact, ShowSecrets: o.out.showSecrets}
+	if o.format == "prometheus" {
+		ropt.Now = time.Now() // gputriage_last_run_timestamp_seconds
+	}
 	if o.quiet > 0 {
 		// -q replaces the report on stdout; --output FILE still gets it.
 		if o.quiet == 1 {

@@ -159,7 +159,7 @@ func TestReportView(t *testing.T) {
 		}
 		for _, o := range []report.Options{{}, {Verbose: true}, {Redact: true}, {Only: report.OnlyAll, Sort: report.SortSeverity}} {
 			for fname, render := range map[string]func(io.Writer, []report.Host, report.Options) error{
-				"text": report.Text, "markdown": report.Markdown, "json": report.JSON} {
+				"text": report.Text, "markdown": report.Markdown, "json": report.JSON, "prometheus": report.Prometheus} {
 				for _, hosts := range [][2][]report.Host{{full, kept}, {full[:1], kept[:1]}, {full[len(full)-1:], kept[len(kept)-1:]}} {
 					var a, b bytes.Buffer
 					if err := render(&a, hosts[0], o); err != nil {

@@ -273,6 +273,7 @@ func (o *sshOptions) finishHost(label string, r *sshexec.Result, nonce string) (
 		h = report.Host{Name: label, Capture: r.Stdout,
 			Err: &report.HostError{Phase: "probe", Kind: "bad-output", Message: ferr.Error()}}
 	}
+	h.ProbeDuration = r.Duration
 	return h, notes
 }
 

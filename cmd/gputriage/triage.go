@@ -40,7 +40,7 @@ type options struct {
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.format, "format", "text", "report `FORMAT`: text, markdown or json")
+	fs.StringVar(&o.format, "format", "text", "report `FORMAT`: text, markdown, json, or prometheus (metrics for node_exporter's textfile collector)")
 	fs.StringVar(&o.color, "color", "auto", "`WHEN` to color text output: auto, always or never (NO_COLOR is honored)")
 	fs.StringVar(&o.replay, "replay", "", "diagnose the saved captures at `PATH`: a capture file, or a directory of HOST.capture files")
 	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
@@ -245,8 +245,10 @@ func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) err
 		return report.Markdown, nil
 	case "json":
 		return report.JSON, nil
+	case "prometheus":
+		return report.Prometheus, nil
 	}
-	return nil, usagef("--format must be text, markdown or json, got %q", o.format)
+	return nil, usagef("--format must be text, markdown, json or prometheus, got %q", o.format)
 }
 
 // colorFor decides color and width; report never looks at the terminal itself.
