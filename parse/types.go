@@ -156,6 +156,9 @@ type Cgroup struct {
 	PodUID      string // Kubernetes pod UID, with dashes
 	SlurmJob    string
 	SlurmStep   string // "0", "batch", "extern", ...
+	// SlurmNode is the node name the cgroup carries on a host that runs several slurmd
+	// ("slurm_node2", "node2_slurmstepd.scope"); "" otherwise.
+	SlurmNode string
 }
 
 // CgroupLine is one line of /proc/PID/cgroup: "hierarchy-ID:controller-list:cgroup-path".
