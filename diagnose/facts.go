@@ -49,6 +49,11 @@ type Reason struct {
 	// Orphaned is set on much-older when the process is orphaned too (the two are one
 	// strong reason together).
 	Orphaned bool
+	// Job is the Slurm job (job-ended, gpu-not-allocated), with its state in State and, on
+	// job-ended, the time since it ended in Age (0 when unknown); GPUs are the GPUs it was
+	// not allocated (gpu-not-allocated).
+	Job  string
+	GPUs []int
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

@@ -164,6 +164,7 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 		v.weak = append(v.weak, "it is stopped by a debugger (state t)")
 	}
 	h.cleanedUpReasons(&v, gp, p)
+	h.addSlurmReasons(&v, gp)
 	orphan := gp.PPID != nil && *gp.PPID == 1 && !managed(gp)
 	older, olderBy := h.muchOlder(gp)
 	switch {
@@ -320,7 +321,7 @@ func (h *host) stopCommands(gp *GPUProcess) []string {
 	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
 		return []string{h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}
 	case c.SlurmJob != "":
-		return []string{"scancel -- " + shellArg(c.SlurmJob)}
+		return h.slurmStopCommands(gp, c.SlurmJob)
 	case gp.State == "Z":
 		return h.zombieCommands(gp)
 	}
