@@ -239,7 +239,7 @@ func (h *host) slurmWords(gp *GPUProcess, r Reason) string {
 		return fmt.Sprintf("%s ended %s ago and is still completing, past the time Slurm waits for its processes to exit; %s", job, FormatAge(r.Age), holds)
 	case slices.Contains(activeJobStates, r.State) || r.State == "PENDING":
 		return fmt.Sprintf("%s (%s) no longer runs on node %s; %s", job, r.State, t.Node, holds)
-	case r.Age > 0:
+	case t.Job != nil && t.Job.EndTime != nil:
 		return fmt.Sprintf("%s ended %s ago (%s); %s", job, FormatAge(r.Age), r.State, holds)
 	}
 	return fmt.Sprintf("%s ended (%s); %s", job, r.State, holds)
