@@ -1,0 +1,114 @@
+package scenario_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/slurmtest"
+)
+
+// slurmHolder submits a batch job on node with gpus GRES whose script (sh) runs body, which
+// writes the PID that stands for the GPU holder to a file; it returns the job id and that PID.
+func slurmHolder(t *testing.T, c *slurmtest.Cluster, node string, gpus int, body string) (string, int) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "pid")
+	id := c.Sbatch(t, "-w", node, fmt.Sprintf("--gres=gpu:%d", gpus), "-o", "/dev/null", "-J", "holder", "--wrap",
+		strings.ReplaceAll(body, "PIDFILE", file))
+	var pid int
+	c.WaitFor(t, "job "+id+"'s GPU holder", 30*time.Second, func() bool {
+		b, _ := os.ReadFile(file)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0
+	})
+	return id, pid
+}
+
+// TestSlurmJobsNameTheirHolders runs real Slurm jobs on node2 and node3 of a real cluster on
+// this machine (processes in freezer:/slurm_NODE/uid_0/job_N/step_batch, as on a cgroup v1
+// node) and asks Slurm about them as the probe does: a job's GPU holder on the GPUs it was
+// allocated is attributed to the job and healthy; the process a cancelled job left behind (it
+// moved itself out of its step's cgroup, so Slurm's proctrack did not kill it) is a leftover
+// whose words name the job, and whose fix is its PID; a process on a GPU its job was not
+// allocated is named with that GPU.
+func TestSlurmJobsNameTheirHolders(t *testing.T) {
+	s := newStage(t)
+	c := slurmtest.Start(t, slurmtest.Config{GPUs: 2})
+	t.Setenv("SLURM_CONF", c.Conf) // the probe's scontrol asks this cluster
+	s.gpuSet([]int64{81559, 81559, 81559, 81559})
+
+	healthyJob, healthy := slurmHolder(t, c, "node2", 2, "echo $$ > PIDFILE; exec sleep 300")
+	strayJob, stray := slurmHolder(t, c, "node1", 1, `sh -c 'cg=$(sed -n "s/^[0-9]*:freezer://p" /proc/self/cgroup)
+echo $$ > "/sys/fs/cgroup/freezer${cg%/*}/tasks" && echo $$ > PIDFILE && exec sleep 300' &
+exec sleep 300`)
+	t.Cleanup(func() { _ = killPID(stray) })
+	wrongJob, wrong := slurmHolder(t, c, "node3", 1, "echo $$ > PIDFILE; exec sleep 300")
+	// On two nodes, only the cgroup (slurm_node3) says which node's GPUs apply: node3's GPU 1
+	// (GPU 0 is the job above's), node4's GPU 0.
+	wideJob, wide := slurmHolder(t, c, "node[3-4]", 1, "echo $$ > PIDFILE; exec sleep 300")
+	c.Run(t, "scancel", strayJob)
+	c.WaitFor(t, "job "+strayJob+" to end", 30*time.Second, func() bool {
+		st, _ := c.JobState(strayJob)
+		return st == "CANCELLED"
+	})
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", stray)); err != nil || !strings.Contains(string(b), ":freezer:/slurm_node1/uid_0/job_"+strayJob+"\n") {
+		t.Fatalf("the stray %d of job %s is not left in the job's cgroup: %v\n%s", stray, strayJob, err, b)
+	}
+
+	s.hold(healthy, 0, 30_000) // node2's job has GPUs 0 and 1
+	s.hold(stray, 1, 50_000)
+	s.hold(wrong, 3, 20_000) // node3's job has GPU 0 only
+	s.hold(wide, 0, 10_000)
+	r := s.run()
+
+	for _, gp := range r.res.Processes {
+		if want := map[int]string{healthy: healthyJob, stray: strayJob, wrong: wrongJob, wide: wideJob}[gp.PID]; want != "" && gp.SlurmJob != want {
+			t.Errorf("PID %d is attributed to Slurm job %q, want %q", gp.PID, gp.SlurmJob, want)
+		}
+	}
+	innocent := scenario.Innocents{PIDs: []int{healthy},
+		Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, healthy))}}
+	if blamed := innocent.Blamed(r.blamingUnits...); len(blamed) > 0 {
+		t.Errorf("a running job's process on its own GPUs is blamed:\n%s\n%s", strings.Join(blamed, "\n"), r.findingsForDebug)
+	}
+	for _, want := range []struct {
+		pid  int
+		text string
+	}{
+		{stray, fmt.Sprintf("Slurm job %s of root ended ", strayJob)},
+		{stray, fmt.Sprintf("s ago (CANCELLED); its PID %d still holds 50,000 MiB on GPU 1", stray)},
+		{wrong, fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 3 on node node3, yet its PID %d holds memory there", wrongJob, wrong)},
+		{wide, fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 0 on node node3, yet its PID %d holds memory there", wideJob, wide)},
+	} {
+		i := slices.IndexFunc(r.jsonFindings, func(f jsonFinding) bool {
+			return f.Code == diagnose.CodeLeftoverProcess && slices.Contains(f.PIDs, want.pid)
+		})
+		if i < 0 {
+			t.Errorf("no leftover-process finding for PID %d:\n%s", want.pid, r.findingsForDebug)
+			continue
+		}
+		f := r.jsonFindings[i]
+		if !strings.Contains(f.Explanation, want.text) {
+			t.Errorf("PID %d: the explanation lacks %q:\n%s", want.pid, want.text, f.Explanation)
+		}
+		if len(f.Fix) == 0 || f.Fix[0] != fmt.Sprint("kill ", want.pid) {
+			t.Errorf("PID %d: fix %q, want kill %d first", want.pid, f.Fix, want.pid)
+		}
+	}
+}
+
+func killPID(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
+}
