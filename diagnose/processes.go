@@ -181,6 +181,9 @@ func (h *host) joinProcesses() {
 		}
 		gp.Container = containerName(p.Cgroup)
 		gp.SlurmJob = p.Cgroup.SlurmJob
+		if gp.SlurmJob == "" {
+			gp.SlurmJob, _ = h.stepdAncestor(p) // process tracking without cgroups
+		}
 		gp.Shm = p.Shm
 	}
 	h.procs = make([]GPUProcess, 0, len(h.gpByPID))

@@ -112,3 +112,43 @@ func killPID(pid int) error {
 	}
 	return p.Kill()
 }
+
+// TestSlurmStepdAncestorNamesTheJob: where process tracking leaves no cgroup trace
+// (proctrack/linuxproc), a job's GPU holder is tied to its job by its real slurmstepd
+// ancestor: attributed and healthy on its own GPU, named on one its job was not allocated.
+func TestSlurmStepdAncestorNamesTheJob(t *testing.T) {
+	s := newStage(t)
+	c := slurmtest.Start(t, slurmtest.Config{GPUs: 2, Conf: []string{"ProctrackType=proctrack/linuxproc"}})
+	t.Setenv("SLURM_CONF", c.Conf)
+	s.gpuSet([]int64{81559, 81559})
+
+	// The holders are grandchildren of slurmstepd: the batch shell waits for them.
+	const body = "sh -c 'echo $$ > PIDFILE; exec sleep 300' & wait"
+	okJob, ok := slurmHolder(t, c, "node2", 1, body)
+	wrongJob, wrong := slurmHolder(t, c, "node3", 1, body)
+	for _, pid := range []int{ok, wrong} {
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err != nil || strings.Contains(string(b), "slurm") {
+			t.Fatalf("PID %d: want a process with no Slurm cgroup: %v\n%s", pid, err, b)
+		}
+	}
+	s.hold(ok, 0, 30_000)    // node2's job has GPU 0
+	s.hold(wrong, 1, 20_000) // node3's job has GPU 0, not 1
+	r := s.run()
+
+	for _, gp := range r.res.Processes {
+		if want := map[int]string{ok: okJob, wrong: wrongJob}[gp.PID]; want != "" && gp.SlurmJob != want {
+			t.Errorf("PID %d is attributed to Slurm job %q, want %q", gp.PID, gp.SlurmJob, want)
+		}
+	}
+	innocent := scenario.Innocents{PIDs: []int{ok}, Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`)}}
+	if blamed := innocent.Blamed(r.blamingUnits...); len(blamed) > 0 {
+		t.Errorf("a running job's process on its own GPU is blamed:\n%s\n%s", strings.Join(blamed, "\n"), r.findingsForDebug)
+	}
+	want := fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 1 on node node3, yet its PID %d holds memory there", wrongJob, wrong)
+	i := slices.IndexFunc(r.jsonFindings, func(f jsonFinding) bool {
+		return f.Code == diagnose.CodeLeftoverProcess && slices.Contains(f.PIDs, wrong) && strings.Contains(f.Explanation, want)
+	})
+	if i < 0 {
+		t.Errorf("no leftover-process finding saying %q:\n%s", want, r.findingsForDebug)
+	}
+}
