@@ -496,7 +496,7 @@ for _p in $PIDS; do
 			addjob "${_j%%/*}"
 			;;
 		esac
-	done <"/proc/$_p/cgroup" 2>/dev/null
+	done 2>/dev/null <"/proc/$_p/cgroup"
 done
 for _l in $(printf '%s\n' "$ANC" | awk 'NF == 4 && $4 ~ /^[0-9]+\./ { split($4, f, "."); print f[1] }'); do addjob "$_l"; done
 
