@@ -212,3 +212,17 @@ func FuzzSlurmRecord(f *testing.F) {
 		}
 	})
 }
+
+func FuzzAncestors(f *testing.F) {
+	f.Add([]byte("300 200 1000 -\n200 1 0 4242.batch\n"))
+	f.Add([]byte("9 8 0 -\n9 7 0 -\n5 1 0 42.x/y\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		anc, _, err := ParseAncestors(strings.NewReader(string(b)))
+		checkErr(t, err)
+		for i, a := range anc {
+			if i > 0 && anc[i-1].PID >= a.PID || a.SlurmJob != "" && (!isDigits(a.SlurmJob) || !isStepName(a.SlurmStep)) {
+				t.Fatalf("bad ancestors %+v", anc)
+			}
+		}
+	})
+}

@@ -18,11 +18,11 @@ import (
 
 // slurmHolder submits a batch job on node with gpus GRES whose script (sh) runs body, which
 // writes the PID that stands for the GPU holder to a file; it returns the job id and that PID.
-func slurmHolder(t *testing.T, c *slurmtest.Cluster, node string, gpus int, body string) (string, int) {
+func slurmHolder(t *testing.T, c *slurmtest.Cluster, node string, gpus int, body string, args ...string) (string, int) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "pid")
-	id := c.Sbatch(t, "-w", node, fmt.Sprintf("--gres=gpu:%d", gpus), "-o", "/dev/null", "-J", "holder", "--wrap",
-		strings.ReplaceAll(body, "PIDFILE", file))
+	args = append([]string{"-w", node, fmt.Sprintf("--gres=gpu:%d", gpus), "-o", "/dev/null", "-J", "holder"}, args...)
+	id := c.Sbatch(t, append(args, "--wrap", strings.ReplaceAll(body, "PIDFILE", file))...)
 	var pid int
 	c.WaitFor(t, "job "+id+"'s GPU holder", 30*time.Second, func() bool {
 		b, _ := os.ReadFile(file)
@@ -54,6 +54,10 @@ exec sleep 300`)
 	// On two nodes, only the cgroup (slurm_node3) says which node's GPUs apply: node3's GPU 1
 	// (GPU 0 is the job above's), node4's GPU 0.
 	wideJob, wide := slurmHolder(t, c, "node[3-4]", 1, "echo $$ > PIDFILE; exec sleep 300")
+	// A job's name and comment are its user's text: keys forged there make a running job
+	// look ended to a reader that trusts the first copy.
+	forgedJob, forged := slurmHolder(t, c, "node4", 1, "echo $$ > PIDFILE; exec sleep 300",
+		"-J", "x JobState=CANCELLED EndTime=2020-01-01T00:00:00 NodeList=node9", "--comment", "c\nNodes=node4 CPU_IDs=0 Mem=0 GRES=gpu:4(IDX:0-3)")
 	c.Run(t, "scancel", strayJob)
 	c.WaitFor(t, "job "+strayJob+" to end", 30*time.Second, func() bool {
 		st, _ := c.JobState(strayJob)
@@ -67,6 +71,7 @@ exec sleep 300`)
 	s.hold(stray, 1, 50_000)
 	s.hold(wrong, 3, 20_000) // node3's job has GPU 0 only
 	s.hold(wide, 0, 10_000)
+	s.hold(forged, 0, 5_000) // node4's job has GPU 0
 	r := s.run()
 
 	for _, gp := range r.res.Processes {
@@ -74,10 +79,13 @@ exec sleep 300`)
 			t.Errorf("PID %d is attributed to Slurm job %q, want %q", gp.PID, gp.SlurmJob, want)
 		}
 	}
-	innocent := scenario.Innocents{PIDs: []int{healthy},
-		Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, healthy))}}
+	innocent := scenario.Innocents{PIDs: []int{healthy, forged},
+		Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`), regexp.MustCompile(fmt.Sprintf(`kill .*\b(%d|%d)\b`, healthy, forged))}}
 	if blamed := innocent.Blamed(r.blamingUnits...); len(blamed) > 0 {
 		t.Errorf("a running job's process on its own GPUs is blamed:\n%s\n%s", strings.Join(blamed, "\n"), r.findingsForDebug)
+	}
+	if !strings.Contains(r.text, "job "+forgedJob+": a key its record is read by came twice") {
+		t.Errorf("the forged record of job %s is not noted:\n%s", forgedJob, r.text)
 	}
 	for _, want := range []struct {
 		pid  int
