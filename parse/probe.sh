@@ -438,7 +438,10 @@ n=0
 for p in "$@"; do
 	insl=
 	while IFS= read -r l; do
-		case $l in */slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*) insl=1 ;; esac
+		case $l in
+		*:/user.slice/user-*.slice/user@*.service/*) ;;
+		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*) insl=1 ;;
+		esac
 	done <"/proc/$p/cgroup"
 	[ -z "$insl" ] || continue
 	st "$p"
@@ -480,7 +483,8 @@ ANC=$OUT
 
 # The jobs to ask Slurm about: those the described processes' cgroups name (v1
 # ".../slurm[_NODE]/uid_U/job_N/...", v2 "...slurmstepd.scope/job_N/...") and the ancestors'
-# steps; digits only, at most 16.
+# steps; digits only, at most 16. Below a user's manager the user names the cgroups: names
+# there would only crowd out the real jobs.
 JOBS=
 _nj=0
 addjob() {
@@ -491,7 +495,9 @@ addjob() {
 }
 for _p in $PIDS; do
 	while IFS= read -r _l; do
-		case $_l in */slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*)
+		case $_l in
+		*:/user.slice/user-*.slice/user@*.service/*) ;;
+		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*)
 			_j=${_l##*/job_}
 			addjob "${_j%%/*}"
 			;;

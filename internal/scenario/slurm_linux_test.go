@@ -3,6 +3,7 @@ package scenario_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/slurmtest"
+	"github.com/gputriage/gputriage/parse"
 )
 
 // slurmHolder submits a batch job on node with gpus GRES whose script (sh) runs body, which
@@ -158,5 +160,51 @@ func TestSlurmStepdAncestorNamesTheJob(t *testing.T) {
 	})
 	if i < 0 {
 		t.Errorf("no leftover-process finding saying %q:\n%s", want, r.findingsForDebug)
+	}
+}
+
+// Below a user's manager the user names the cgroups: sixteen GPU holders there in cgroups named
+// like Slurm jobs must not crowd the real job out of the probe's sixteen questions to Slurm
+// (nor be asked about at all).
+func TestSlurmUserCgroupsAskNothing(t *testing.T) {
+	s := newStage(t)
+	c := slurmtest.Start(t, slurmtest.Config{GPUs: 1})
+	t.Setenv("SLURM_CONF", c.Conf)
+	s.gpuSet([]int64{81559})
+	var users []*exec.Cmd
+	for i := range 16 {
+		cg := s.userCgroup(fmt.Sprintf("app.slice/slurmstepd.scope/job_%d/step_0", 4200+i))
+		p := exec.Command("sh", "-c", `echo $$ >"$0/cgroup.procs" && exec sleep 300`, cg)
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, p)
+		s.hold(p.Process.Pid, 0, 100)
+	}
+	// Before any of their cgroups is removed (user slices are shared between stages' calls).
+	t.Cleanup(func() {
+		for _, p := range users {
+			_ = p.Process.Kill()
+			_ = p.Wait()
+		}
+	})
+	// The real job's holder, started last, comes after the users' in the probe's PID order.
+	realJob, real := slurmHolder(t, c, "node1", 1, "echo $$ > PIDFILE; exec sleep 300")
+	s.hold(real, 0, 30_000)
+	dir := t.TempDir()
+	if err := scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: s.gpus, Apps: s.apps}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := parse.Parse(raw)
+	var asked []string
+	for _, j := range snap.SlurmJobs {
+		asked = append(asked, j.ID)
+	}
+	if !slices.Equal(asked, []string{realJob}) {
+		t.Errorf("the probe asked Slurm about jobs %v, want only %s", asked, realJob)
 	}
 }
