@@ -50,6 +50,9 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 		a = Action{Kind: ActionStopContainer, Target: containerName(c),
 			Steps: []Command{{Line: h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}}}
 	case c.SlurmJob != "":
+		if ka, ok := h.slurmAction(gp); ok {
+			return ka // a stray of a job Slurm no longer runs here: its PID
+		}
 		a = Action{Kind: ActionCancelJob, Target: c.SlurmJob, Steps: []Command{{Line: "scancel -- " + shellArg(c.SlurmJob)}}}
 	case gp.State == "Z":
 		return h.zombieAction(gp)

@@ -71,6 +71,18 @@ type Reason struct {
 	Note, Detail string
 	// Bytes is a size the reason names: a section's limit (section-truncated).
 	Bytes int64
+	// Job is the Slurm job (job-ended, gpu-not-allocated), with its state in State and, on
+	// job-ended, the time since it ended in Age (0 when unknown); GPUs are the GPUs it was
+	// not allocated (gpu-not-allocated).
+	Job  string
+	GPUs []int
+	// User is the job's user, Node the node whose allocation applies; Purged is set when
+	// Slurm no longer knows the job, Ended when Slurm gave its end time; MiB is the GPU
+	// memory the process holds, on the GPUs in Held (job-ended, gpu-not-allocated).
+	User, Node    string
+	Purged, Ended bool
+	MiB           int64
+	Held          []int
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

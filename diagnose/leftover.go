@@ -167,6 +167,9 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 		v.add(Reason{Code: ReasonTraced, PID: pid, State: p.State})
 	}
 	h.cleanedUpReasons(&v, gp, p)
+	for _, r := range h.slurmReasons(gp) {
+		v.add(r)
+	}
 	orphan := gp.PPID != nil && *gp.PPID == 1 && !managed(gp)
 	age, than, older := h.muchOlder(gp)
 	switch {

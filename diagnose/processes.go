@@ -212,6 +212,9 @@ func (h *host) fillFromProc(gp *GPUProcess, p *parse.Process) {
 	}
 	gp.Container = containerName(p.Cgroup)
 	gp.SlurmJob = p.Cgroup.SlurmJob
+	if gp.SlurmJob == "" {
+		gp.SlurmJob, _ = h.stepdAncestor(p) // process tracking without cgroups
+	}
 	gp.Shm = p.Shm
 }
 

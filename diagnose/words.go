@@ -12,6 +12,8 @@ import (
 // reasonWords is one reason as a clause: "it is a zombie (state Z): ...".
 func reasonWords(r Reason) string {
 	switch r.Code {
+	case ReasonJobEnded, ReasonGPUNotAllocated:
+		return slurmWords(r)
 	case ReasonUnitStopped:
 		s := "its systemd unit " + r.Unit + " is " + r.State
 		if r.Result != "" {

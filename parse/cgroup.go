@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -50,7 +51,17 @@ func ParseCgroup(text string) Cgroup {
 		c.Path = "/"
 	}
 	c.Unit, c.UserManagerUID = cgroupUnit(c.Path)
-	paths := []string{c.Path}
+	// Slurm's cgroup/v1 plugin tracks a job's processes in the freezer hierarchy
+	// (proctrack/cgroup signals the job through it), so the freezer line names the job first;
+	// the other controllers it uses (memory, cpuset, devices) may lag behind a process moved
+	// out of the job.
+	var paths []string
+	for _, l := range c.Lines {
+		if slices.Contains(l.Controllers, "freezer") {
+			paths = append(paths, l.Path)
+		}
+	}
+	paths = append(paths, c.Path)
 	for _, l := range c.Lines {
 		paths = append(paths, l.Path)
 	}
@@ -68,7 +79,7 @@ func ParseCgroup(text string) Cgroup {
 			c.PodUID = cgroupPod(p)
 		}
 		if c.SlurmJob == "" {
-			c.SlurmJob, c.SlurmStep = cgroupSlurm(p)
+			c.SlurmJob, c.SlurmStep, c.SlurmNode = cgroupSlurm(p)
 		}
 	}
 	return c
@@ -187,33 +198,53 @@ func cgroupPod(path string) string {
 	return ""
 }
 
-// cgroupSlurm finds a Slurm job and step: ".../slurmstepd.scope/job_N/step_S/..." (v2) or
-// "/slurm/uid_U/job_N/step_S/..." (v1).
-func cgroupSlurm(path string) (job, step string) {
+// cgroupSlurm finds a Slurm job, its step and, on a host that runs several slurmd, the node:
+// v1 ".../slurm[_NODE]/uid_U/job_N/step_S/..." (slurmd's cgroup/v1 plugin, at the root of each
+// controller it uses), v2 ".../[NODE_]slurmstepd.scope/job_N/step_S/..." (cgroup/v2). Only
+// those exact shapes count: a component that merely starts with "slurm" ("slurmd.service")
+// names no job.
+func cgroupSlurm(path string) (job, step, node string) {
 	parts := strings.Split(path, "/")
-	inSlurm := false
 	for i, p := range parts {
-		if strings.HasPrefix(p, "slurm") {
-			inSlurm = true
+		next := i + 1
+		switch n, v1 := strings.CutPrefix(p, "slurm_"); {
+		case p == "slurm" || v1 && n != "":
+			node = ""
+			if v1 {
+				node = n
+			}
+			if next >= len(parts) || !isSlurmID(parts[next], "uid_") {
+				continue
+			}
+			next++
+		case p == "slurmstepd.scope":
+			node = ""
+		default:
+			n, ok := strings.CutSuffix(p, "_slurmstepd.scope")
+			if !ok || n == "" {
+				continue
+			}
+			node = n
+		}
+		if next >= len(parts) || !isSlurmID(parts[next], "job_") {
 			continue
 		}
-		if !inSlurm {
-			continue
-		}
-		if j, ok := strings.CutPrefix(p, "job_"); ok {
-			if _, isNum := atoiNonNeg(j); isNum {
-				job = j
-				if i+1 < len(parts) {
-					step, _ = strings.CutPrefix(parts[i+1], "step_")
-					if step == parts[i+1] {
-						step = ""
-					}
-				}
-				return job, step
+		job = parts[next][len("job_"):]
+		if next+1 < len(parts) {
+			if s, ok := strings.CutPrefix(parts[next+1], "step_"); ok && s != "" {
+				step = s
 			}
 		}
+		return job, step, node
 	}
-	return "", ""
+	return "", "", ""
+}
+
+// isSlurmID says whether s is prefix followed by a decimal number (a uid or a job id).
+func isSlurmID(s, prefix string) bool {
+	v, ok := strings.CutPrefix(s, prefix)
+	_, num := atoiNonNeg(v)
+	return ok && num
 }
 
 // isHexID says whether s looks like a container id: at least 12 lower-case hex digits.

@@ -66,6 +66,22 @@ func TestCgroup(t *testing.T) {
 			Path: "/kubepods/burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123456789abcdef", ContainerID: "0123456789abcdef0123456789abcdef", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 2},
 		{"v1 slurm", "4:memory:/slurm/uid_1000/job_77/step_extern/task_0\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope", SlurmJob: "77", SlurmStep: "extern"}, 2},
+		// Several slurmd on one host (--enable-multiple-slurmd): the node is in the name.
+		{"v1 multiple slurmd, job in freezer", "9:name=systemd:/\n8:pids:/\n6:freezer:/slurm_node2/uid_0/job_12/step_0\n4:memory:/process_api/cc8fcd88\n0::/\n", Cgroup{
+			Path: "/slurm_node2/uid_0/job_12/step_0", SlurmJob: "12", SlurmStep: "0", SlurmNode: "node2"}, 5},
+		{"v2 multiple slurmd", "0::/system.slice/node3_slurmstepd.scope/job_9/step_batch/user/task_0\n", Cgroup{
+			Path: "/system.slice/node3_slurmstepd.scope/job_9/step_batch/user/task_0", Unit: "node3_slurmstepd.scope", SlurmJob: "9", SlurmStep: "batch", SlurmNode: "node3"}, 1},
+		// proctrack/cgroup signals the job through the freezer hierarchy: it names the job,
+		// whatever the other controllers say.
+		{"v1 freezer names the job before memory", "12:memory:/slurm/uid_0/job_5/step_0/task_0\n11:freezer:/slurm/uid_0/job_7/step_0\n1:name=systemd:/system.slice/slurmd.service\n", Cgroup{
+			Path: "/system.slice/slurmd.service", Unit: "slurmd.service", SlurmJob: "7", SlurmStep: "0"}, 3},
+		{"v1 job without a step yet", "6:freezer:/slurm_node1/uid_1000/job_3\n", Cgroup{
+			Path: "/slurm_node1/uid_1000/job_3", SlurmJob: "3", SlurmNode: "node1"}, 1},
+		// Only Slurm's own shapes name a job.
+		{"slurmd's service names no job", "0::/system.slice/slurmd.service/job_5/step_0\n", Cgroup{
+			Path: "/system.slice/slurmd.service/job_5/step_0", Unit: "slurmd.service"}, 1},
+		{"slurm's system cgroup names no job", "6:freezer:/slurm_node1/system\n", Cgroup{Path: "/slurm_node1/system"}, 1},
+		{"v1 slurm without uid names no job", "6:freezer:/slurm/job_5/step_0\n", Cgroup{Path: "/slurm/job_5/step_0"}, 1},
 		{"v2 user service", "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x-1.scope\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x-1.scope", Unit: "app-gnome-x-1.scope"}, 1},
 		// Below a user's manager the user names the cgroups: no container, pod or job there.
@@ -95,13 +111,13 @@ func checkCgroup(t *testing.T, got, want Cgroup, lines int) {
 	}
 	got.Lines = nil
 	if got.Path != want.Path || got.Unit != want.Unit || got.ContainerID != want.ContainerID || got.Runtime != want.Runtime ||
-		got.PodUID != want.PodUID || got.SlurmJob != want.SlurmJob || got.SlurmStep != want.SlurmStep {
+		got.PodUID != want.PodUID || got.SlurmJob != want.SlurmJob || got.SlurmStep != want.SlurmStep || got.SlurmNode != want.SlurmNode {
 		t.Errorf("got  %s\nwant %s", cgString(got), cgString(want))
 	}
 }
 
 func cgString(c Cgroup) string {
-	return strings.Join([]string{"path=" + c.Path, "unit=" + c.Unit, "ctr=" + c.ContainerID, "rt=" + c.Runtime, "pod=" + c.PodUID, "job=" + c.SlurmJob, "step=" + c.SlurmStep}, " ")
+	return strings.Join([]string{"path=" + c.Path, "unit=" + c.Unit, "ctr=" + c.ContainerID, "rt=" + c.Runtime, "pod=" + c.PodUID, "job=" + c.SlurmJob, "step=" + c.SlurmStep, "node=" + c.SlurmNode}, " ")
 }
 
 // A unit below user@UID.service belongs to user UID's manager, not to the system manager: the

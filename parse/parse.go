@@ -37,6 +37,8 @@ var sectionOK = map[string][]int{
 	"user-units": {0},
 	"shm-df":     {0},
 	"shm-ls":     {0},
+	"ancestors":  {0},
+	"slurm":      {0},
 }
 
 // Parse turns a whole capture (the probe's raw output) into a Snapshot. A malformed capture
@@ -150,6 +152,7 @@ func (p *snapParser) run() {
 	p.users()
 	p.units()
 	p.shm()
+	p.slurm()
 	joinShm(s, fds, maps, sizes)
 }
 

@@ -438,4 +438,121 @@ else
 	nosec shm-ls 8388608 127 "find: no -printf (not GNU find)"
 fi
 
+# Slurm: which job runs each described process, and what Slurm says of those jobs. A process
+# in a Slurm cgroup names its job there (procs' cgroup lines); one without (proctrack/linuxproc
+# or pgid) has a "slurmstepd: [JOB.STEP]" ancestor while its step runs. "ancestors": "PID PPID
+# UID TAG" lines for the ancestors of the described processes that have no Slurm cgroup,
+# walked through /proc/PID/status up to 32 deep and up to the first slurmstepd; TAG is that
+# step, read from the command line of a root-owned process named slurmstepd (only root can
+# make one: a user's process can take any name), or "-". Every field is the kernel's number or
+# a checked job and step: no line a process controls.
+ANC_SCRIPT='
+st() {
+	pp= u= nm=
+	while read -r k v rest; do
+		case $k in Name:) nm=$v ;; PPid:) pp=$v ;; Uid:) u=$v ;; esac
+	done <"/proc/$1/status"
+}
+seen=" "
+n=0
+for p in "$@"; do
+	insl=
+	while IFS= read -r l; do
+		case $l in
+		*:/user.slice/user-*.slice/user@*.service/*) ;;
+		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*) insl=1 ;;
+		esac
+	done <"/proc/$p/cgroup"
+	[ -z "$insl" ] || continue
+	st "$p"
+	d=0
+	while [ "$d" -lt 32 ] && [ "$n" -lt 4000 ]; do
+		case $pp in "" | *[!0-9]* | 0) break ;; esac
+		q=$pp
+		case $seen in *" $q "*) break ;; esac
+		st "$q"
+		case $pp$u in "" | *[!0-9]*) break ;; esac
+		seen="$seen$q "
+		n=$((n + 1))
+		d=$((d + 1))
+		tag=-
+		if [ "$u" = 0 ] && [ "$nm" = slurmstepd ]; then
+			c=$(head -c 64 "/proc/$q/cmdline" | tr "\000" " ")
+			case $c in "slurmstepd: ["*"]"*)
+				c=${c#"slurmstepd: ["}
+				c=${c%%"]"*}
+				j=${c%%.*} s=${c#*.}
+				case $j in "" | *[!0-9]*) ;; *) case $s in "" | *[!A-Za-z0-9_]*) ;; *) tag=$j.$s ;; esac ;; esac
+				;;
+			esac
+		fi
+		printf "%s %s %s %s\n" "$q" "$pp" "$u" "$tag"
+		[ "$tag" = - ] || break
+	done
+done
+'
+ancestors() {
+	# shellcheck disable=SC2086 # PIDS are digits
+	t 10 sh -c "$ANC_SCRIPT" sh $PIDS 2>/dev/null
+}
+if [ -n "$PIDS" ]; then capsec ancestors 1048576 0 ancestors; else
+	nosec ancestors 1048576 0
+	OUT=
+fi
+ANC=$OUT
+
+# The jobs to ask Slurm about: those the described processes' cgroups name (v1
+# ".../slurm[_NODE]/uid_U/job_N/...", v2 "...slurmstepd.scope/job_N/...") and the ancestors'
+# steps; digits only, at most 16. Below a user's manager the user names the cgroups: names
+# there would only crowd out the real jobs.
+JOBS=
+_nj=0
+addjob() {
+	case $1 in '' | *[!0-9]*) return ;; esac
+	[ "${#1}" -le 10 ] || return 0
+	case " $JOBS " in *" $1 "*) return ;; esac
+	if [ "$_nj" -lt 16 ]; then JOBS="$JOBS $1" _nj=$((_nj + 1)); fi
+}
+for _p in $PIDS; do
+	while IFS= read -r _l; do
+		case $_l in
+		*:/user.slice/user-*.slice/user@*.service/*) ;;
+		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*)
+			_j=${_l##*/job_}
+			addjob "${_j%%/*}"
+			;;
+		esac
+	done 2>/dev/null <"/proc/$_p/cgroup"
+done
+for _l in $(printf '%s\n' "$ANC" | awk 'NF == 4 && $4 ~ /^[0-9]+\./ { split($4, f, "."); print f[1] }'); do addjob "$_l"; done
+
+# "tz +HHMM" (the zone scontrol writes its times in), then "JOB RC BASE64" per job: BASE64 the
+# encoded output of `scontrol show job -d -o JOB` (at most 32 KiB: a job's name, comment and
+# paths are its user's text, any bytes); RC "-" when not asked: Slurm already failed to answer
+# in time, or the section's 15 s were spent.
+slurmjobs() {
+	printf 'tz %s\n' "$(date +%z 2>/dev/null)"
+	_late= _t0=$(date +%s 2>/dev/null)
+	for _j in $JOBS; do
+		_now=$(date +%s 2>/dev/null)
+		if [ -n "$_late" ] || [ $((${_now:-0} - ${_t0:-0})) -ge 15 ]; then
+			printf '%s -\n' "$_j"
+			continue
+		fi
+		_o=$(t 5 scontrol show job -d -o "$_j" 2>&1)
+		_rc=$?
+		case $_rc in 124 | 137) _late=1 ;; esac
+		printf '%s %s ' "$_j" "$_rc"
+		printf '%s' "$_o" | head -c 32768 | base64 | tr -d '\n'
+		echo
+	done
+}
+if [ -z "${JOBS# }" ]; then
+	nosec slurm 1048576 0
+elif ! command -v scontrol >/dev/null 2>&1; then
+	nosec slurm 1048576 127 "scontrol: not found"
+else
+	sec slurm 1048576 0 slurmjobs
+fi
+
 printf '@@gputriage %s done\n' "$N"

@@ -23,6 +23,11 @@ type Snapshot struct {
 	Processes []Process      // sorted by PID
 	Shm       Shm
 	Units     []Unit
+	// Ancestors are the ancestors of the described processes that have no Slurm cgroup, up
+	// to the first slurmstepd, sorted by PID; SlurmJobs what Slurm said of the jobs the
+	// processes run in.
+	Ancestors []Ancestor
+	SlurmJobs []SlurmJob
 	// Notes are the probe's limitations on this host: what it could not see, what was cut.
 	Notes []Note
 	// Sections lists every section of the capture with its exit status and truncation, in
@@ -160,6 +165,9 @@ type Cgroup struct {
 	PodUID      string // Kubernetes pod UID, with dashes
 	SlurmJob    string
 	SlurmStep   string // "0", "batch", "extern", ...
+	// SlurmNode is the node name the cgroup carries on a host that runs several slurmd
+	// ("slurm_node2", "node2_slurmstepd.scope"); "" otherwise.
+	SlurmNode string
 }
 
 // CgroupLine is one line of /proc/PID/cgroup: "hierarchy-ID:controller-list:cgroup-path".

@@ -301,6 +301,10 @@ type jsonReason struct {
 	Note        *string  `json:"note"`
 	Detail      *string  `json:"detail"`
 	Bytes       *int64   `json:"bytes"`
+	Job         *string  `json:"slurm_job"`
+	JobUser     *string  `json:"job_user"`
+	Node        *string  `json:"node"`
+	GPUs        []int    `json:"gpus"`
 }
 
 type jsonAction struct {
@@ -443,7 +447,8 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 		j.Reasons = append(j.Reasons, jsonReason{Code: validUTF8(string(r.Code)), Strong: r.Strong, PID: optInt(r.PID),
 			Unit: optStr(r.Unit), State: optStr(r.State), Result: optStr(r.Result), Paths: validAll(r.Paths),
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
-			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail)})
+			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
+			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs)})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}

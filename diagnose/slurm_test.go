@@ -1,0 +1,158 @@
+package diagnose
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// slurmHost is a host with four GPUs and one process of Slurm job 4242 (alice's) holding
+// 55 GiB on gpu, in the v1 freezer cgroup of node2 of a host running several slurmd, and what
+// Slurm said of the job.
+func slurmHost(gpu int, job parse.SlurmJob) *parse.Snapshot {
+	s := &parse.Snapshot{Host: baseHost(0), GPUs: idleRTX(4), Shm: okShm()}
+	s.Apps = []parse.ComputeApp{app(20629, gpu, 56_320, "python")}
+	s.Holders = holders(20629, "/dev/nvidiactl", "/dev/nvidia"+string(rune('0'+gpu)))
+	p := proc(20629, 20600, "S", 1000, "alice", 3*time.Hour, "python", "train.py")
+	p.Cgroup = parse.Cgroup{Path: "/slurm_node2/uid_1000/job_4242/step_0", SlurmJob: "4242", SlurmStep: "0", SlurmNode: "node2"}
+	s.Processes = []parse.Process{p}
+	job.ID, job.Asked = "4242", true
+	if job.ExitCode == nil {
+		job.ExitCode = ip(0)
+	}
+	s.SlurmJobs = []parse.SlurmJob{job}
+	return s
+}
+
+func runningJob(nodes string, gpus ...int) parse.SlurmJob {
+	start := refTime.Add(-3 * time.Hour)
+	return parse.SlurmJob{Name: "train", State: "RUNNING", User: "alice", UID: ip(1000), StartTime: &start, NodeList: nodes,
+		Alloc: []parse.SlurmAlloc{{Nodes: nodes, GPUs: gpus, GPUsKnown: true}}}
+}
+
+func endedJob(state string, ago time.Duration) parse.SlurmJob {
+	j := runningJob("node2")
+	j.State, j.Alloc = state, []parse.SlurmAlloc{{Nodes: "node2", GPUsKnown: true}}
+	end := refTime.Add(-ago)
+	j.EndTime = &end
+	return j
+}
+
+func TestSlurmVerdicts(t *testing.T) {
+	const healthy = ""
+	tests := []struct {
+		name   string
+		snap   *parse.Snapshot
+		reason string // a reason's words, or healthy
+		fix    string // the first fix command
+	}{
+		{"running job on its own GPU", slurmHost(0, runningJob("node2", 0, 1)), healthy, ""},
+		{"running on two nodes, this one among them", slurmHost(1, runningJob("node[1-2]", 1)), healthy, ""},
+		{"completing within KillWait", slurmHost(0, endedJob("COMPLETING", 20*time.Second)), healthy, ""},
+		{"cancelled 2 h ago", slurmHost(0, endedJob("CANCELLED", 2*time.Hour)),
+			"Slurm job 4242 of alice ended 2h00m ago (CANCELLED); its PID 20629 still holds 56,320 MiB on GPU 0", "kill 20629"},
+		{"completing past KillWait", slurmHost(0, endedJob("COMPLETING", 10*time.Minute)),
+			"Slurm job 4242 of alice ended 10m ago and is still completing", "kill 20629"},
+		{"purged", slurmHost(0, parse.SlurmJob{Purged: true, ExitCode: ip(1)}),
+			"Slurm job 4242 ended long enough ago that Slurm no longer knows it", "kill 20629"},
+		{"requeued: pending again", slurmHost(0, func() parse.SlurmJob { j := runningJob(""); j.State, j.Alloc = "PENDING", nil; return j }()),
+			"Slurm job 4242 of alice (PENDING) no longer runs on node node2", "kill 20629"},
+		{"runs on other nodes only", slurmHost(0, runningJob("node[3-4]", 0)),
+			"Slurm job 4242 of alice (RUNNING) no longer runs on node node2", "kill 20629"},
+		{"a GPU the job was not allocated", slurmHost(3, runningJob("node2", 0, 1)),
+			"Slurm job 4242 of alice (RUNNING) was not allocated GPU 3 on node node2, yet its PID 20629 holds memory there", "kill 20629"},
+		// Nothing is read from a record whose keys came twice: no verdict either way.
+		{"ambiguous record", slurmHost(3, parse.SlurmJob{Ambiguous: true}), healthy, ""},
+		{"Slurm not asked", slurmHost(3, func() parse.SlurmJob { j := runningJob("node2", 0); return j }()), "not allocated", "kill 20629"},
+	}
+	tests[len(tests)-1].snap.SlurmJobs[0].Asked = false
+	tests[len(tests)-1].reason, tests[len(tests)-1].fix = healthy, ""
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Diagnose(tt.snap, refTime)
+			f := findCode(res.Findings, CodeLeftoverProcess)
+			if tt.reason == healthy {
+				if f != nil {
+					t.Fatalf("blamed a healthy job's process:\n%s", dump(res.Findings))
+				}
+				return
+			}
+			if f == nil {
+				t.Fatalf("no leftover:\n%s", dump(res.Findings))
+			}
+			if !strings.Contains(f.Explanation, tt.reason) {
+				t.Errorf("explanation lacks %q:\n%s", tt.reason, f.Explanation)
+			}
+			if len(f.Fix) == 0 || f.Fix[0] != tt.fix {
+				t.Errorf("fix %q, want first %q", f.Fix, tt.fix)
+			}
+			for _, c := range f.Fix {
+				if strings.Contains(c, "scancel") {
+					t.Errorf("scancel for a job that ended or a stray process: %q", c)
+				}
+			}
+		})
+	}
+}
+
+// A leftover of a job Slurm still runs (here: stopped) is stopped through the job; without
+// Slurm's word the cgroup is the evidence, as before.
+func TestSlurmCancelOnlyForRunningJob(t *testing.T) {
+	for _, asked := range []bool{true, false} {
+		s := slurmHost(0, runningJob("node2", 0))
+		s.SlurmJobs[0].Asked = asked
+		s.Processes[0].State = "T"
+		f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
+		if f == nil || f.Fix[0] != "scancel -- 4242" {
+			t.Errorf("asked %v: %v", asked, f)
+		}
+	}
+	s := slurmHost(0, endedJob("CANCELLED", time.Hour))
+	s.Processes[0].State = "T"
+	f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
+	if f == nil || !strings.HasPrefix(f.Fix[0], "kill 20629") {
+		t.Errorf("ended: %v", f)
+	}
+}
+
+// Without a Slurm cgroup (proctrack/linuxproc), the slurmstepd ancestor names the job; one of
+// a single-slurmd host is matched to the job's only node.
+func TestSlurmStepdAncestor(t *testing.T) {
+	s := slurmHost(3, runningJob("gpu7", 0))
+	s.Processes[0].Cgroup = parse.Cgroup{Path: "/"}
+	s.Ancestors = []parse.Ancestor{{PID: 20590, PPID: 1, UID: 0, SlurmJob: "4242", SlurmStep: "0"}, {PID: 20600, PPID: 20590, UID: 1000}} // sorted by PID, as parse gives them
+	f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
+	if f == nil || !strings.Contains(f.Explanation, "was not allocated GPU 3 on node gpu7") {
+		t.Fatalf("%v", f)
+	}
+	// On several nodes, the host's own name says which one it is; without it, nothing.
+	s = slurmHost(3, runningJob("gpu[7-8]", 0))
+	s.Processes[0].Cgroup = parse.Cgroup{Path: "/"}
+	s.Ancestors = []parse.Ancestor{{PID: 20600, PPID: 1, UID: 0, SlurmJob: "4242", SlurmStep: "0"}}
+	if f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess); f != nil {
+		t.Errorf("node unknown, yet: %s", f.Explanation)
+	}
+	s.Host.Hostname = "gpu8.cluster"
+	if f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess); f == nil {
+		t.Errorf("node gpu8: no finding")
+	}
+}
+
+func TestSlurmReasonCodes(t *testing.T) {
+	h := newHost(slurmHost(0, endedJob("CANCELLED", 2*time.Hour)), refTime)
+	rs := h.slurmReasons(&h.procs[0])
+	if len(rs) != 1 || rs[0].Code != ReasonJobEnded || !rs[0].Strong || rs[0].Job != "4242" || rs[0].Age != 2*time.Hour {
+		t.Errorf("%+v", rs)
+	}
+	a, ok := h.slurmAction(&h.procs[0])
+	if !ok || a.Kind != ActionKill || a.Target != "20629" || a.Frees.TotalGPUMiB() != 56_320 {
+		t.Errorf("%+v", a)
+	}
+	h = newHost(slurmHost(2, runningJob("node2", 0)), refTime)
+	rs = h.slurmReasons(&h.procs[0])
+	if len(rs) != 1 || rs[0].Code != ReasonGPUNotAllocated || len(rs[0].GPUs) != 1 || rs[0].GPUs[0] != 2 {
+		t.Errorf("%+v", rs)
+	}
+}

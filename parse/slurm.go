@@ -1,0 +1,399 @@
+package parse
+
+import (
+	"encoding/base64"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Ancestor is one ancestor of a described process that has no Slurm cgroup (ancestors
+// section): its parent and owner, and the Slurm job and step it runs when it is a root-owned
+// slurmstepd.
+type Ancestor struct {
+	PID, PPID, UID      int
+	SlurmJob, SlurmStep string // "" unless a slurmstepd
+}
+
+// SlurmJob is what the host's Slurm controller said of one job (slurm section, from
+// `scontrol show job -d -o JOB`).
+type SlurmJob struct {
+	ID string // decimal digits
+	// Asked is false when the probe did not ask: Slurm had already failed to answer in time.
+	Asked    bool
+	ExitCode *int
+	// Purged is set when the controller answered that it does not know the job: it ended
+	// long enough ago to be purged from its memory (MinJobAge, 300 s by default).
+	Purged bool
+	// Ambiguous is set when a key the record is read by came twice, or the record is not the
+	// job asked for: its user's text (job name, comment, paths) may have tried to forge one,
+	// so nothing but ID is used.
+	Ambiguous bool
+	Name      string // the job's name: its user's text
+	State     string // RUNNING, COMPLETING, COMPLETED, CANCELLED, FAILED, ...
+	User      string
+	UID       *int
+	// StartTime and EndTime are nil when Slurm has none ("Unknown") or the zone is unknown.
+	// A running job's EndTime is its time limit's end.
+	StartTime, EndTime *time.Time
+	NodeList           string // hostlist, e.g. "node[1-2]"
+	Alloc              []SlurmAlloc
+	// Output is scontrol's words when it failed, bounded.
+	Output string
+}
+
+// SlurmAlloc is one per-node entry of a job's details ("Nodes=node1 CPU_IDs=0 Mem=0
+// GRES=gpu:2(IDX:0-1)"): the GPUs the job holds on those nodes.
+type SlurmAlloc struct {
+	Nodes string // hostlist
+	// GPUs are the GRES gpu indexes (IDX) on each of Nodes; empty when it holds none.
+	// GPUsKnown is false when the entry has no GRES field or one this parser cannot read.
+	GPUs      []int
+	GPUsKnown bool
+}
+
+// Bounds on what one job's record may make the parser hold.
+const (
+	maxSlurmJobs   = 64
+	maxSlurmAllocs = 64
+	maxGRESIndex   = 1024
+)
+
+// ParseAncestors reads the ancestors section: "PID PPID UID TAG" lines, TAG "-" or
+// "JOB.STEP" for a slurmstepd. A PID given twice is left out and returned in contested.
+func ParseAncestors(r io.Reader) (out []Ancestor, contested []int, err error) {
+	b, rerr := readInput(r)
+	var errs errList
+	errs.add(rerr)
+	count := map[int]int{}
+	for i, l := range splitLines(b) {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		var a Ancestor
+		ok := len(f) == 4
+		for j, v := range []*int{&a.PID, &a.PPID, &a.UID} {
+			if ok {
+				*v, ok = atoiNonNeg(f[j])
+			}
+		}
+		if ok && f[3] != "-" {
+			a.SlurmJob, a.SlurmStep, ok = strings.Cut(f[3], ".")
+			ok = ok && isDigits(a.SlurmJob) && isStepName(a.SlurmStep)
+		}
+		if !ok {
+			errs.addf("ancestors line %d: want PID PPID UID TAG: %s", i+1, q(l))
+			continue
+		}
+		count[a.PID]++
+		out = append(out, a)
+	}
+	keep := out[:0]
+	for _, a := range out {
+		switch count[a.PID] {
+		case 1:
+			keep = append(keep, a)
+		case 0:
+		default:
+			contested = append(contested, a.PID)
+			count[a.PID] = 0
+		}
+	}
+	slices.SortFunc(keep, func(a, b Ancestor) int { return a.PID - b.PID })
+	slices.Sort(contested)
+	return keep, contested, errs.err()
+}
+
+// ParseSlurmJobs reads the slurm section: a "tz +HHMM" line, then "JOB RC BASE64" lines,
+// BASE64 the output of scontrol show job -d -o JOB, RC "-" when not asked. A job given twice
+// is left out and returned in contested.
+func ParseSlurmJobs(r io.Reader) (out []SlurmJob, contested []string, err error) {
+	b, rerr := readInput(r)
+	var errs errList
+	errs.add(rerr)
+	var zone *time.Location
+	count := map[string]int{}
+	for i, l := range splitLines(b) {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 0:
+			continue
+		case len(f) == 2 && f[0] == "tz" && zone == nil && i == 0:
+			zone = parseZone(f[1])
+			continue
+		case len(f) < 2 || !isDigits(f[0]) || len(f[0]) > 10:
+			errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
+			continue
+		}
+		if len(out) == maxSlurmJobs {
+			errs.addf("slurm: more than %d jobs, rest ignored", maxSlurmJobs)
+			break
+		}
+		j := SlurmJob{ID: f[0]}
+		count[j.ID]++
+		if f[1] != "-" {
+			rc, ok := atoiNonNeg(f[1])
+			var text []byte
+			var err error
+			if len(f) > 2 {
+				text, err = base64.StdEncoding.DecodeString(f[2])
+			}
+			if !ok || err != nil || len(f) > 3 {
+				errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
+				continue
+			}
+			j.Asked, j.ExitCode = true, &rc
+			readSlurmJob(&j, text, zone)
+		}
+		out = append(out, j)
+	}
+	keep := out[:0]
+	for _, j := range out {
+		switch count[j.ID] {
+		case 1:
+			keep = append(keep, j)
+		case 0:
+		default:
+			contested = append(contested, "job "+j.ID)
+			count[j.ID] = 0
+		}
+	}
+	return keep, contested, errs.err()
+}
+
+// parseZone reads date's %z: "+0100", "-0530".
+func parseZone(s string) *time.Location {
+	if len(s) != 5 || (s[0] != '+' && s[0] != '-') || !isDigits(s[1:]) {
+		return nil
+	}
+	h, _ := strconv.Atoi(s[1:3])
+	m, _ := strconv.Atoi(s[3:])
+	off := (h*60 + m) * 60
+	if s[0] == '-' {
+		off = -off
+	}
+	return time.FixedZone(s, off)
+}
+
+// slurmKeys are the keys a job's record is read by. Each must come once: the job's name
+// comes before them and its comment and paths after, all its user's text, so a second copy
+// of one may be forged.
+var slurmKeys = []string{" JobName=", " UserId=", " JobState=", " StartTime=", " EndTime=", " NodeList=", " MinCPUsNode="}
+
+// readSlurmJob fills j from one record of scontrol show job -d -o, or notes that the
+// controller does not know it (or failed: then Output says why).
+func readSlurmJob(j *SlurmJob, text []byte, zone *time.Location) {
+	s := string(text)
+	if *j.ExitCode != 0 {
+		j.Purged = strings.Contains(s, "Invalid job id specified")
+		j.Output = smiMessage(s)
+		return
+	}
+	// The record of the job asked for, and only it.
+	head := "JobId=" + j.ID
+	if !strings.HasPrefix(s, head+" JobName=") {
+		j.Ambiguous = true
+		return
+	}
+	at := map[string]int{}
+	for _, k := range slurmKeys {
+		if strings.Count(s, k) != 1 {
+			j.Ambiguous = true
+			return
+		}
+		at[k] = strings.Index(s, k)
+	}
+	if at[" UserId="] < at[" JobName="] || at[" MinCPUsNode="] < at[" NodeList="] {
+		j.Ambiguous = true
+		return
+	}
+	j.Name = s[at[" JobName="]+len(" JobName=") : at[" UserId="]]
+	word := func(k string) string {
+		v := s[at[k]+len(k):]
+		if i := strings.IndexAny(v, " \n"); i >= 0 {
+			v = v[:i]
+		}
+		return v
+	}
+	j.State = word(" JobState=")
+	j.User, j.UID = slurmUser(word(" UserId="))
+	j.StartTime = slurmTime(word(" StartTime="), zone)
+	j.EndTime = slurmTime(word(" EndTime="), zone)
+	j.NodeList = word(" NodeList=")
+	j.Alloc = slurmAllocs(s[at[" NodeList="]:at[" MinCPUsNode="]])
+}
+
+// slurmUser reads "alice(1000)"; Slurm writes the uid alone in the parentheses when it has
+// no name for it.
+func slurmUser(v string) (string, *int) {
+	open := strings.LastIndexByte(v, '(')
+	if open < 0 || !strings.HasSuffix(v, ")") {
+		return "", nil
+	}
+	uid, ok := atoiNonNeg(v[open+1 : len(v)-1])
+	if !ok {
+		return "", nil
+	}
+	return v[:open], &uid
+}
+
+// slurmTime reads scontrol's "2026-12-01T00:57:53" in the host's zone; nil for "Unknown",
+// "None" or without a zone.
+func slurmTime(v string, zone *time.Location) *time.Time {
+	if zone == nil {
+		return nil
+	}
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", v, zone)
+	if err != nil {
+		return nil
+	}
+	return &t
+}
+
+// slurmAllocs reads the per-node entries of a job's details, which -d prints between NodeList
+// and MinCPUsNode: "Nodes=node[1-2] CPU_IDs=0-1 Mem=1000 GRES=gpu:2(IDX:0-1)".
+func slurmAllocs(region string) []SlurmAlloc {
+	var out []SlurmAlloc
+	parts := strings.Split(region, " Nodes=")
+	for _, p := range parts[1:] {
+		if len(out) == maxSlurmAllocs {
+			break
+		}
+		f := strings.Fields(p)
+		if len(f) == 0 {
+			continue
+		}
+		a := SlurmAlloc{Nodes: f[0]}
+		for _, w := range f[1:] {
+			if g, ok := strings.CutPrefix(w, "GRES="); ok {
+				a.GPUs, a.GPUsKnown = gresGPUs(g)
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// gresGPUs reads the gpu indexes of a GRES field: "gpu:2(IDX:0-1)", "gpu:a100:1(IDX:0),
+// gpu:v100:1(IDX:2)", "gpu:2(IDX:0,2),mps:100(0/100)"; "" holds none.
+func gresGPUs(v string) ([]int, bool) {
+	var gpus []int
+	for _, item := range splitOutsideParens(v) {
+		if item != "gpu" && !strings.HasPrefix(item, "gpu:") {
+			continue
+		}
+		i := strings.Index(item, "(IDX:")
+		if i < 0 || !strings.HasSuffix(item, ")") {
+			return nil, false
+		}
+		idx, ok := parseIndexList(item[i+len("(IDX:") : len(item)-1])
+		if !ok {
+			return nil, false
+		}
+		gpus = append(gpus, idx...)
+	}
+	slices.Sort(gpus)
+	return slices.Compact(gpus), true
+}
+
+// splitOutsideParens splits at commas that are not inside parentheses.
+func splitOutsideParens(v string) []string {
+	var out []string
+	depth, from := 0, 0
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, v[from:i])
+				from = i + 1
+			}
+		}
+	}
+	if from < len(v) {
+		out = append(out, v[from:])
+	}
+	return out
+}
+
+// parseIndexList reads "0-1,3": at most maxGRESIndex indexes, each below it.
+func parseIndexList(v string) ([]int, bool) {
+	var out []int
+	for _, r := range strings.Split(v, ",") {
+		lo, hi, isRange := strings.Cut(r, "-")
+		a, ok1 := atoiNonNeg(lo)
+		b, ok2 := a, true
+		if isRange {
+			b, ok2 = atoiNonNeg(hi)
+		}
+		if !ok1 || !ok2 || b < a || b >= maxGRESIndex || len(out)+b-a >= maxGRESIndex {
+			return nil, false
+		}
+		for n := a; n <= b; n++ {
+			out = append(out, n)
+		}
+	}
+	return out, true
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// isStepName says whether s is a step as slurmstepd names it: "0", "batch", "extern".
+func isStepName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// slurm reads the ancestors and slurm sections into the snapshot.
+func (p *snapParser) slurm() {
+	if r, sec := p.body("ancestors", '\n'); sec != nil {
+		anc, contested, err := ParseAncestors(r)
+		p.fail(sec, err)
+		if len(contested) > 0 {
+			p.tampered("ancestors", "processes listed twice", pidNames(contested))
+		}
+		p.s.Ancestors = anc
+	}
+	if r, sec := p.body("slurm", '\n'); sec != nil {
+		jobs, contested, err := ParseSlurmJobs(r)
+		p.fail(sec, err)
+		if len(contested) > 0 {
+			p.tampered("slurm", "jobs listed twice", contested)
+		}
+		var ambiguous []string
+		for _, j := range jobs {
+			if j.Ambiguous {
+				ambiguous = append(ambiguous, "job "+j.ID)
+			}
+		}
+		if len(ambiguous) > 0 {
+			p.note(NoteCaptureTampered, "section slurm: %s: a key its record is read by came twice (a job's name, comment or paths are its user's text and may have forged one): only the job id is used",
+				strings.Join(ambiguous, ", "))
+		}
+		p.s.SlurmJobs = jobs
+	}
+}
