@@ -28,6 +28,9 @@ type Host struct {
 	CaptureSize int
 	// Readiness answers "will this job start here?" when --tp was given; nil otherwise.
 	Readiness *diagnose.Readiness
+	// Scheduler is what the cluster's scheduler said of the host when it chose it (Slurm's
+	// node state and drain reason); nil when no scheduler chose the hosts.
+	Scheduler *Scheduler
 }
 
 // HostError says why a host could not be triaged: in which phase (e.g. "connect", "auth",
