@@ -137,7 +137,8 @@ func failed(o *Output) error {
 	case o.Truncated:
 		return fmt.Errorf("%w: the output was cut at %d bytes, so the node list may be incomplete: select fewer nodes", ErrParse, len(o.Stdout))
 	case o.ExitCode != 0:
-		msg := strings.TrimSpace(o.Stderr)
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(o.Stderr), "\n", " ; ")), " ")
+		msg = strings.ReplaceAll(msg, " ; ", "; ")
 		if len(msg) > 1024 {
 			msg = "..." + msg[len(msg)-1024:]
 		}
