@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -176,7 +177,9 @@ func (o *options) remote(ctx context.Context, args []string, tr triager, e *env)
 	var sched map[string]*report.Scheduler
 	if o.slurm.given() {
 		nodes, s, err := o.slurmHosts(ctx, e)
-		if err != nil {
+		if err != nil && ctx.Err() != nil {
+			return nil, exitInterrupted, errors.New("interrupted while asking Slurm for the hosts")
+		} else if err != nil {
 			return nil, exitUsage, err
 		}
 		args, sched = append(slices.Clone(args), nodes...), s
