@@ -19,8 +19,8 @@ func checkNames(t *testing.T, names []string) {
 }
 
 func FuzzParseNodes(f *testing.F) {
-	f.Add(testdata(f, "sinfo-all.out"))
-	f.Add(testdata(f, "sinfo-drain.out"))
+	f.Add(testdata(f, "sinfo-all.txt"))
+	f.Add(testdata(f, "sinfo-drain.txt"))
 	f.Add([]byte("node1|idle|Unknown|Unknown|a|b\nnode9|x|y|z|w|" + nonce + "\n"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, out []byte) {
@@ -43,7 +43,7 @@ func FuzzParseNodes(f *testing.F) {
 }
 
 func FuzzParseJobs(f *testing.F) {
-	f.Add(testdata(f, "squeue.out"))
+	f.Add(testdata(f, "squeue.txt"))
 	f.Add([]byte("7_[1-3%2]|PENDING||" + nonce + "\n8+1|RUNNING|gpu[01-02],cpu1|" + nonce + "\n"))
 	f.Add([]byte(""))
 	f.Fuzz(func(t *testing.T, out []byte) {
@@ -58,7 +58,7 @@ func FuzzParseJobs(f *testing.F) {
 }
 
 func FuzzSplitScript(f *testing.F) {
-	f.Add(testdata(f, "via.out"), false)
+	f.Add(testdata(f, "via.txt"), false)
 	f.Add([]byte("@@gputriage-slurm "+nonce+" begin\n@@gputriage-slurm "+nonce+" end squeue rc=1\n"), true)
 	f.Fuzz(func(t *testing.T, out []byte, truncated bool) {
 		q := Query{Jobs: []string{"1"}}

@@ -28,7 +28,7 @@ func testdata(t testing.TB, name string) []byte {
 }
 
 func TestParseNodesRecorded(t *testing.T) {
-	nodes, err := ParseNodes(testdata(t, "sinfo-all.out"), nonce)
+	nodes, err := ParseNodes(testdata(t, "sinfo-all.txt"), nonce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestParseNodesRecorded(t *testing.T) {
 }
 
 func TestParseJobsRecorded(t *testing.T) {
-	jobs, err := ParseJobs(testdata(t, "squeue.out"), nonce)
+	jobs, err := ParseJobs(testdata(t, "squeue.txt"), nonce)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +114,9 @@ func TestValidate(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
-	all := &Output{Stdout: testdata(t, "sinfo-all.out")}
-	drain := &Output{Stdout: testdata(t, "sinfo-drain.out")}
-	jobs := &Output{Stdout: testdata(t, "squeue.out")}
+	all := &Output{Stdout: testdata(t, "sinfo-all.txt")}
+	drain := &Output{Stdout: testdata(t, "sinfo-drain.txt")}
+	jobs := &Output{Stdout: testdata(t, "squeue.txt")}
 	for _, tt := range []struct {
 		name          string
 		q             Query
@@ -129,7 +129,7 @@ func TestSelect(t *testing.T) {
 		{name: "array job", q: Query{Jobs: []string{"5"}}, squeue: jobs, sinfo: all, nodes: "node2"},
 		{name: "jobs on drained nodes", q: Query{Jobs: []string{"1", "2"}, States: "drain"}, squeue: jobs, sinfo: drain, nodes: "node1"},
 		{name: "drained", q: Query{States: "drain"}, sinfo: drain, nodes: "node1 node2"},
-		{name: "partition", q: Query{Partition: "gpu"}, sinfo: &Output{Stdout: testdata(t, "sinfo-gpu.out")}, nodes: "node3 node4"},
+		{name: "partition", q: Query{Partition: "gpu"}, sinfo: &Output{Stdout: testdata(t, "sinfo-gpu.txt")}, nodes: "node3 node4"},
 		{name: "pending job noted", q: Query{Jobs: []string{"3", "2"}}, squeue: jobs, sinfo: all, nodes: "node1", notes: "job 3 is PENDING: it has no nodes"},
 		{name: "pending job only", q: Query{Jobs: []string{"3"}}, squeue: jobs, sinfo: all, err: "slurm: no node of job 3"},
 		{name: "unknown node noted", q: Query{Nodes: "node[1-2,9]"}, sinfo: &Output{Stdout: []byte("node1|idle|Unknown|Unknown|none|" + nonce + "\nnode2|idle|Unknown|Unknown|none|" + nonce + "\n")},
@@ -210,7 +210,7 @@ func TestScript(t *testing.T) {
 func TestSplitScriptRecorded(t *testing.T) {
 	// Recorded from Script(Query{Jobs: 1,2, States: drain}) run by sh -s after a banner.
 	q := Query{Jobs: []string{"1", "2"}, States: "drain"}
-	squeue, sinfo, err := SplitScript(q, nonce, testdata(t, "via.out"), "", false)
+	squeue, sinfo, err := SplitScript(q, nonce, testdata(t, "via.txt"), "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
