@@ -34,7 +34,7 @@ func newSlurmLab(t *testing.T, sshd bool) *slurmLab {
 	c := slurmtest.Start(t, slurmtest.Config{})
 	c.Scontrol(t, "create", "partitionname=gpu", "nodes=node[3-4]", "state=up")
 	l := &slurmLab{c: c}
-	l.job = c.Sbatch(t, "-N2", "-w", "node[2-3]", "-p", "debug", "--wrap", "sleep 600")
+	l.job = c.Sbatch(t, "-N2", "-w", "node[2-3]", "-p", "debug", "-o", "/dev/null", "--wrap", "sleep 600")
 	c.WaitFor(t, "job "+l.job+" running", 30*time.Second, func() bool {
 		s, err := c.JobState(l.job)
 		return err == nil && s == "RUNNING"
