@@ -103,10 +103,10 @@ func failureLabel(phase, kind string) string {
 	return strings.ReplaceAll(kind, "-", " ") + " (" + phase + ")"
 }
 
-// hasProblems reports whether a host failed or has a finding at warning or worse: the hosts
-// OnlyFindings shows.
+// hasProblems reports whether a host failed, has a finding at warning or worse, or is a node
+// its scheduler drained or downed with a reason: the hosts OnlyFindings shows.
 func hasProblems(h Host) bool {
-	return h.failure() != nil || countFindings(h.Result.Findings).problems() > 0
+	return h.failure() != nil || countFindings(h.Result.Findings).problems() > 0 || h.Scheduler.line() != ""
 }
 
 // only resolves Options.Only for a report of n hosts.

@@ -207,6 +207,8 @@ type jsonHost struct {
 	Truncated     bool            `json:"truncated"`
 	// Readiness is set when --tp was given.
 	Readiness *ReadinessJSON `json:"readiness,omitempty"`
+	// Scheduler is set when Slurm chose the hosts (--slurm-*).
+	Scheduler *jsonScheduler `json:"scheduler,omitempty"`
 }
 
 type jsonError struct {
@@ -364,6 +366,7 @@ func jsonHostOf(h Host) jsonHost {
 		r := ReadinessJSONOf(*h.Readiness)
 		j.Readiness = &r
 	}
+	j.Scheduler = jsonSchedulerOf(h.Scheduler)
 	if f := h.failure(); f != nil {
 		j.Error = &jsonError{Phase: validUTF8(f.Phase), Kind: validUTF8(f.Kind), Message: validUTF8(f.Message)}
 	}

@@ -180,6 +180,9 @@ func (m *mdWriter) host(g hostGroup, gi int, d *details) {
 		}
 		m.p("**%s**\n\n", status)
 	}
+	if l := h.Scheduler.line(); l != "" {
+		m.p("%s\n\n", mdLine(l))
+	}
 	if s := h.Snapshot; s != nil {
 		m.facts(g)
 		m.gpus(s)

@@ -72,6 +72,9 @@ func (r *redactor) collect(h Host) {
 	for _, p := range h.Result.Processes {
 		r.addUser(p.User)
 	}
+	if s := h.Scheduler; s != nil {
+		r.addUser(s.ReasonUser)
+	}
 	strs(reflect.ValueOf(h), func(s string) {
 		for _, m := range homeDir.FindAllStringSubmatch(s, -1) {
 			r.addUser(strings.TrimRight(m[1], ".-"))
@@ -329,6 +332,7 @@ var verbatim = map[reflect.Type][]string{
 	reflect.TypeFor[parse.Note]():       {"Code"},
 	reflect.TypeFor[parse.SMIFailure](): {"Kind"},
 	reflect.TypeFor[HostError]():        {"Phase", "Kind"},
+	reflect.TypeFor[Scheduler]():        {"Name"},
 }
 
 // rewriter says what a deep copy (rewrite) does to the strings and raw bytes it copies.

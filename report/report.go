@@ -31,6 +31,9 @@ type Host struct {
 	// ProbeDuration is the wall time of the host's probe as the caller measured it (over SSH,
 	// from the connect on); 0 when unknown, as for a replay.
 	ProbeDuration time.Duration
+	// Scheduler is what the cluster's scheduler said of the host when it chose it (Slurm's
+	// node state and drain reason); nil when no scheduler chose the hosts.
+	Scheduler *Scheduler
 }
 
 // HostError says why a host could not be triaged: in which phase (e.g. "connect", "auth",

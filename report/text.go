@@ -249,6 +249,9 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 		}
 		t.line(name + "  " + t.st.ok.Render(status))
 	}
+	if l := h.Scheduler.line(); l != "" {
+		t.wrap("  ", "    ", Sanitize(l))
+	}
 	// A failed host may still have a partial snapshot, and findings about the failure itself
 	// (a changed host key).
 	if s := h.Snapshot; s != nil {

@@ -51,7 +51,8 @@ var notFor = map[string][]string{
 	"collect": {"format", "color", "replay", "local", "verbose", "only", "sort", "redact", "show-secrets", "output",
 		"tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
 	"explain": {"replay", "local", "save", "dry-run", "hosts-file", "hosts", "exclude", "quiet", "only", "sort", "redact",
-		"output", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
+		"output", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead",
+		"slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"},
 }
 
 // flagSet returns the flags of cmd ("" for triage), bound to o.
@@ -181,6 +182,11 @@ pdsh/Slurm ranges such as 'node[1-4,7,10-12]' (at most 20000 hosts), comma
 lists, -w HOSTS, -w ^FILE, -f FILE (one per line, # comments, - for stdin);
 -x HOSTS leaves hosts out. Quote ranges: zsh refuses an unmatched [..] glob,
 and bash expands it when a file matches.
+Slurm can choose them too: --slurm-job IDS (the nodes jobs run or ran on),
+--slurm-partition P, --slurm-nodes 'node[01-64]', --slurm-state drain (any
+combination: a node must match them all), asked with squeue and sinfo here or,
+with --slurm-via LOGIN, on a login node over SSH. Each node's drain reason is
+shown in the report; ~/.ssh/config says how each node name is reached.
 `
 
 const sshHelp = `
@@ -197,7 +203,8 @@ const exitStatusHelp = `
 Exit status:
   0    no finding at warning or worse
   1    findings at warning or worse; with --tp, a host that cannot take the job
-  2    usage or configuration error (a --replay file that is not a capture, too)
+  2    usage or configuration error (a --replay file that is not a capture, or a
+       Slurm query that fails, too)
   3    one or more hosts could not be triaged (takes precedence over 1)
   4    internal error
   130  interrupted; what was collected is still reported
@@ -212,6 +219,8 @@ Examples:
   gputriage -f hosts.txt --sudo --format markdown > ticket.md
   gputriage --dry-run -F ~/.ssh/config -o User=admin gpu01
   gputriage 'gpu[01-16]' --tp 8 --engine sglang   # who can start a TP-8 job?
+  gputriage --slurm-nodes 'node[01-64]' --slurm-state drain  # why drained?
+  gputriage --slurm-job 4242 --slurm-via login1
   gputriage collect --save sweep-2026-11-30 'gpu[01-16]'
   gputriage --replay sweep-2026-11-30
   gputriage --local --format prometheus --output DIR/gputriage.prom

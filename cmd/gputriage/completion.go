@@ -52,6 +52,8 @@ var valueKinds = map[string]string{
 		"StrictHostKeyChecking= UserKnownHostsFile= HostKeyAlias=",
 	"hosts-file": "file", "config": "file", "identity": "file", "output": "file", "replay": "file", "file": "file",
 	"save": "dir", "hosts": "host", "exclude": "host", "host": "host", "jump": "host",
+	"slurm-state": "words:drain drained draining down idle allocated mixed fail maint reserved reboot",
+	"slurm-nodes": "host", "slurm-via": "host",
 }
 
 // compFlag is one flag as the completion scripts see it.

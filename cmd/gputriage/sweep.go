@@ -120,43 +120,19 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	if o.fanout < 1 {
 		return nil, usagef("--fanout must be at least 1, got %d", o.fanout)
 	}
-	ag, closer, err := sshexec.AgentFromEnv(e.getenv)
+	sopt, closer, err := o.sessions(timeout, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "gputriage: ssh-agent: %v (continuing with identity files)\n", err)
+		return nil, err
 	}
 	if closer != nil {
 		defer closer.Close()
 	}
 	nonce := newNonce()
-	sopt := sshexec.Options{
-		Command:        probeCommand(o.sudo),
-		Stdin:          parse.ProbeInput(nonce, smiSeconds(timeout)),
-		MaxOutput:      maxCaptureBytes,
-		Timeout:        timeout,
-		ConnectTimeout: o.connectTimeout,
-		Fanout:         fanoutWithin(o.fanout, len(hosts), e),
-		AcceptNew:      o.acceptNew,
-		Head:           headCheck(nonce),
-		Shell:          e.getenv("SHELL"), // a ProxyCommand runs in the user's shell, as ssh runs it
-	}
-	if ag != nil {
-		sopt.Agent = ag
-	}
-	if o.askPassphrase {
-		in, ok := e.stdin.(*os.File)
-		if !ok || !term.IsTerminal(int(in.Fd())) {
-			return nil, usagef("--ask-passphrase needs a terminal on standard input")
-		}
-		var mu sync.Mutex
-		sopt.Passphrase = func(file string) ([]byte, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(e.stderr, "Enter passphrase for key '%s': ", file)
-			b, err := term.ReadPassword(int(in.Fd()))
-			fmt.Fprintln(e.stderr)
-			return b, err
-		}
-	}
+	sopt.Command = probeCommand(o.sudo)
+	sopt.Stdin = parse.ProbeInput(nonce, smiSeconds(timeout))
+	sopt.MaxOutput = maxCaptureBytes
+	sopt.Fanout = fanoutWithin(o.fanout, len(hosts), e)
+	sopt.Head = headCheck(nonce)
 	var debug *sshDebug
 	if o.debug {
 		debug = &sshDebug{w: e.stderr}
@@ -164,7 +140,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	targets := make([]sshexec.Target, len(hosts))
 	for i, h := range hosts {
 		targets[i] = o.target(h)
-		debug.route(h.label, targets[i], ag != nil, sopt)
+		debug.route(h.label, targets[i], sopt.Agent != nil, sopt)
 	}
 	printConfigNotes(e.stderr, hosts)
 	out := make([]report.Host, len(hosts))
@@ -189,6 +165,41 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		}
 	}
 	return out, nil
+}
+
+// sessions are the options every SSH session of a run shares, whatever it runs: deadlines,
+// host key policy, the user's shell for ProxyCommand, the agent and the passphrase prompt.
+// The caller closes the agent connection (closer, when not nil) once its sessions are done.
+func (o *sshOptions) sessions(timeout time.Duration, e *env) (sshexec.Options, io.Closer, error) {
+	sopt := sshexec.Options{
+		Timeout:        timeout,
+		ConnectTimeout: o.connectTimeout,
+		AcceptNew:      o.acceptNew,
+		Shell:          e.getenv("SHELL"), // a ProxyCommand runs in the user's shell, as ssh runs it
+	}
+	if o.askPassphrase {
+		in, ok := e.stdin.(*os.File)
+		if !ok || !term.IsTerminal(int(in.Fd())) {
+			return sshexec.Options{}, nil, usagef("--ask-passphrase needs a terminal on standard input")
+		}
+		var mu sync.Mutex
+		sopt.Passphrase = func(file string) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stderr, "Enter passphrase for key '%s': ", file)
+			b, err := term.ReadPassword(int(in.Fd()))
+			fmt.Fprintln(e.stderr)
+			return b, err
+		}
+	}
+	ag, closer, err := sshexec.AgentFromEnv(e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "gputriage: ssh-agent: %v (continuing with identity files)\n", err)
+	}
+	if ag != nil {
+		sopt.Agent = ag
+	}
+	return sopt, closer, nil
 }
 
 // strictNoNote is said of the hosts whose config turns host key checking off.

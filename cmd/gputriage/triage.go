@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -31,6 +33,7 @@ type options struct {
 	version bool
 	help    bool
 	hosts   hostOptions
+	slurm   slurmOptions
 	ssh     sshOptions
 	out     outputOptions
 	ready   readyOptions
@@ -51,6 +54,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
 	o.hosts.addFlags(fs)
+	o.slurm.addFlags(fs)
 	o.ssh.addFlags(fs)
 	o.ready.addFlags(fs)
 }
@@ -143,7 +147,7 @@ func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []
 // checkSources refuses a command line that names no source, or more than one: host names,
 // --replay or --local; and the flags that go with host names only.
 func (o *options) checkSources(hostArgs, collectOnly bool) error {
-	remote := hostArgs || o.hosts.given()
+	remote := hostArgs || o.hosts.given() || o.slurm.given()
 	sources := 0
 	for _, set := range []bool{o.replay != "", o.local, remote} {
 		if set {
@@ -151,8 +155,10 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 		}
 	}
 	switch {
+	case o.slurm.via != "" && !o.slurm.given():
+		return usagef("--slurm-via goes with --slurm-job, --slurm-partition, --slurm-nodes or --slurm-state")
 	case sources == 0:
-		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --replay PATH or --local")
+		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --slurm-*, --replay PATH or --local")
 	case sources > 1:
 		return usagef("give only one of --replay, --local and host names")
 	case collectOnly && (!remote || o.ssh.save == ""):
@@ -168,6 +174,16 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 // remote resolves and sweeps the hosts named by args and flags (or, with --dry-run, prints
 // how they would be reached and returns no hosts).
 func (o *options) remote(ctx context.Context, args []string, tr triager, e *env) ([]report.Host, int, error) {
+	var sched map[string]*report.Scheduler
+	if o.slurm.given() {
+		nodes, s, err := o.slurmHosts(ctx, e)
+		if err != nil && ctx.Err() != nil {
+			return nil, exitInterrupted, errors.New("interrupted while asking Slurm for the hosts")
+		} else if err != nil {
+			return nil, exitUsage, err
+		}
+		args, sched = append(slices.Clone(args), nodes...), s
+	}
 	ts, err := o.hosts.targets(args, e.stdin)
 	if err != nil {
 		return nil, exitUsage, err
@@ -197,6 +213,9 @@ func (o *options) remote(ctx context.Context, args []string, tr triager, e *env)
 	}
 	if err := sv.finish(hosts); err != nil {
 		return nil, exitInternal, fmt.Errorf("--save: %w", err)
+	}
+	for i := range hosts {
+		hosts[i].Scheduler = sched[hosts[i].Name]
 	}
 	return hosts, exitOK, nil
 }
