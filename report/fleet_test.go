@@ -137,6 +137,8 @@ func TestFleetSummary(t *testing.T) {
 			t.Errorf("fleet text lacks %q:\n%s", want, out)
 		}
 	}
+	// With -v each shared finding's detail is written once, on its first host.
+	out = render(t, Text, fleetHosts(), Options{Width: 100, Verbose: true, Only: OnlyFindings})
 	if n := strings.Count(out, "PID 20629 holds 55,286 MiB"); n != 1 {
 		t.Errorf("the shared leftover is explained %d times, want once", n)
 	}

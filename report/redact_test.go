@@ -67,6 +67,10 @@ func TestRedactLeavesNoSecret(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"host-1", "user-", "ip-1"} {
+				// Compact text names the addresses only in details -v shows.
+				if want == "ip-1" && name == "text" && !verbose {
+					continue
+				}
 				if !strings.Contains(out, want) {
 					t.Errorf("%s: no %q placeholder", name, want)
 				}

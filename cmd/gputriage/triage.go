@@ -249,21 +249,6 @@ func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) err
 	return nil, usagef("--format must be text, markdown or json, got %q", o.format)
 }
 
-// colorFor decides color and width; report never looks at the terminal itself.
-func (o *options) colorFor(e *env) (bool, int) {
-	tty, width := e.isTerminal(e.stdout)
-	switch o.color {
-	case "always":
-		return true, width
-	case "never":
-		return false, width
-	}
-	if e.getenv("NO_COLOR") != "" || e.getenv("TERM") == "dumb" {
-		return false, width
-	}
-	return tty, width
-}
-
 // triager keeps of each diagnosed host what the report needs, so that hosts are dropped as
 // they are diagnosed, not when the report is written.
 type triager struct {
