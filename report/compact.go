@@ -18,6 +18,9 @@ func compactLines(f diagnose.Finding, h Host, verbose bool) []string {
 	var out []string
 	shmListed := hasCode(h.Result.Findings, diagnose.CodeShmDeletedMapped)
 	for _, r := range f.Reasons {
+		if r.Code == diagnose.ReasonProbeNote {
+			continue // the probe's notes are shown under probe-limited as they are
+		}
 		if r.Strong || verbose {
 			out = append(out, reasonPhrase(r, shmListed))
 		}

@@ -63,11 +63,7 @@ func (t *textWriter) finding(f diagnose.Finding, h Host, gi int, d *details) {
 		t.wrap(indent+"- ", indent+"  ", Sanitize(e))
 	}
 	if len(f.Files) > 0 {
-		files := make([]string, len(f.Files))
-		for i, p := range f.Files {
-			files[i] = Sanitize(p)
-		}
-		t.wrap(indent+t.st.dim.Render("files: "), indent+"  ", strings.Join(files, " "))
+		t.wrap(indent+t.st.dim.Render("files: "), indent+"  ", strings.Join(foldPaths(f.Files), " "))
 	}
 }
 

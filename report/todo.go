@@ -51,9 +51,9 @@ func hostTodo(fs []diagnose.Finding) todo {
 		for _, a := range f.Actions {
 			add(string(a.Kind)+"\x00"+a.Target, a, f)
 		}
-		if len(f.Actions) == 0 && len(f.Fix) > 0 {
-			// No typed actions yet: the Fix lines are one action, merged with another
-			// finding's that starts with the same command.
+		if len(f.Actions) == 0 && len(f.Checks) == 0 && len(f.Fix) > 0 {
+			// No typed facts (a finding diagnose has not converted): its Fix lines are one
+			// action, merged with another finding's that starts with the same command.
 			a := diagnose.Action{}
 			for _, l := range f.Fix {
 				a.Steps = append(a.Steps, splitComment(l))
@@ -110,8 +110,12 @@ func (it *todoItem) merge(a diagnose.Action) {
 // lead is the item's first line: what it does, what it frees, which findings it resolves.
 func (it todoItem) lead(procs []diagnose.GPUProcess) string {
 	s := actionLead(it, procs)
-	if it.kind == "" {
+	switch it.kind {
+	case "":
 		return s
+	case diagnose.ActionInspect, diagnose.ActionNarrowLaunch:
+		// Looking, or working around, resolves nothing by itself.
+		return s + " (" + strings.Join(it.codes, ", ") + ")"
 	}
 	var tail []string
 	if f := impactText(it.frees); f != "" {

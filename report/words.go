@@ -65,12 +65,43 @@ func reasonPhrase(r diagnose.Reason, shmListed bool) string {
 			s += ", and is orphaned"
 		}
 	default:
-		s = string(r.Code)
+		s = limitPhrase(r)
 	}
 	if r.ServedBy != "" {
 		s += " (but " + r.ServedBy + " still serves it)"
 	}
 	return s
+}
+
+// limitPhrase is a reason of probe-limited in a few words: what the probe could not see.
+func limitPhrase(r diagnose.Reason) string {
+	switch r.Code {
+	case diagnose.ReasonProbeNote:
+		return r.Note + ": " + r.Detail
+	case diagnose.ReasonNotRoot:
+		return "the probe ran as " + r.Detail + ", not root: other users' processes were hidden"
+	case diagnose.ReasonCaptureTruncated:
+		return "the capture was cut short: findings may be missing"
+	case diagnose.ReasonSectionTruncated:
+		return "section " + r.Detail + " was cut at " + mib(r.Bytes) + " bytes"
+	case diagnose.ReasonAppsUnknown:
+		return "nvidia-smi did not list compute processes: who holds GPU memory is unknown"
+	case diagnose.ReasonUnmatchedApp:
+		return "PID " + strconv.Itoa(r.PID) + " runs on " + r.Detail + ", a GPU not in the GPU list"
+	case diagnose.ReasonFieldFallback:
+		return "an older driver: reserved memory and MIG mode are unknown"
+	case diagnose.ReasonShmUnlisted:
+		return "/dev/shm could not be listed"
+	case diagnose.ReasonShmTruncated:
+		return "the /dev/shm listing was cut short"
+	case diagnose.ReasonNoTimeout:
+		return "no timeout(1) on the host: the probe's steps were not bounded in time"
+	case diagnose.ReasonPIDUnreadable:
+		return "PID " + strconv.Itoa(r.PID) + " is listed by nvidia-smi, but /proc could not show it"
+	case diagnose.ReasonPIDExited:
+		return "PID " + strconv.Itoa(r.PID) + " exited while the probe ran"
+	}
+	return string(r.Code)
 }
 
 // countWord is "12 " for a count worth saying, "" for none or one.
@@ -164,12 +195,16 @@ func actionLead(it todoItem, procs []diagnose.GPUProcess) string {
 		if t == "" {
 			return "Look closer"
 		}
-		return "Look closer at " + t
+		return "Inspect " + t
+	case diagnose.ActionNarrowLaunch:
+		return "Launch only on the GPUs with room: " + t
+	case diagnose.ActionResizeShm:
+		return "Enlarge " + t
 	case diagnose.ActionDriver:
 		if t == "" {
 			return "Repair the driver"
 		}
-		return "Repair the driver: " + t
+		return "Repair " + t
 	case "":
 		return "For " + strings.Join(it.codes, ", ")
 	}
