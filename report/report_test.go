@@ -272,8 +272,9 @@ func TestMarkdownFenceCannotBeClosed(t *testing.T) {
 		!strings.Contains(capture, `NUL:\x00`) {
 		t.Errorf("capture block was cut short or not sanitized: %q", capture)
 	}
-	if strings.Count(md, "</details>") != 2 { // ours, and the remote one inside the block
-		t.Errorf("want exactly one </details> outside the capture")
+	// Ours close what we open; the remote one inside the capture's block is one more.
+	if strings.Count(md, "</details>") != strings.Count(md, "<details>")+1 {
+		t.Errorf("want exactly one </details> more than ours, inside the capture")
 	}
 }
 
@@ -591,8 +592,8 @@ func TestMarkdownRendersWithCmarkGFM(t *testing.T) {
 			t.Errorf("remote markup rendered: %q", bad)
 		}
 	}
-	if strings.Count(html, "<details>") != 2 || strings.Count(html, "</details>") != 2 {
-		t.Errorf("want two <details> blocks (ct200 and the hostile host)")
+	if strings.Count(html, "<details><summary>raw capture") != 2 || strings.Count(html, "</details>") != strings.Count(html, "<details>") {
+		t.Errorf("want two raw capture <details> blocks (ct200 and the hostile host), each closed")
 	}
 	// The hostile fix block holds all three commands.
 	if !strings.Contains(html, "kill 4242 ```` echo pwned\nscancel '77|x'\n</code></pre>") {

@@ -1051,7 +1051,7 @@ func TestHostileStrings(t *testing.T) {
 // report without it.
 func rawCaptureBlock(t *testing.T, md string) string {
 	t.Helper()
-	start := strings.Index(md, "<details>")
+	start := strings.Index(md, "<details><summary>raw capture")
 	end := strings.LastIndex(md, "</details>")
 	if start < 0 || end < start {
 		t.Errorf("no raw capture block in the Markdown report")
