@@ -132,6 +132,8 @@ func TestFleetSummary(t *testing.T) {
 		// The leftover is explained once, on gpu03, and referred to on gpu07.
 		"on: gpu[03,07]",
 		"the same finding as on gpu03, explained above",
+		// Its fix is not repeated either.
+		"what to do: as on gpu03, above",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("fleet text lacks %q:\n%s", want, out)

@@ -129,7 +129,8 @@ func TestTextWidth(t *testing.T) {
 }
 
 // proseLines are the lines of a text report but the commands of its "what to do" sections,
-// which are never wrapped or cut whatever the width (TestTextCommandsWhole); those are blanked.
+// which are never wrapped or cut whatever the width (cmd/gputriage TestCommandsWhole); those are
+// blanked.
 func proseLines(out string) []string {
 	ls := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	inTodo := false

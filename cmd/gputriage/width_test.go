@@ -139,3 +139,18 @@ func TestCommandsWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeSample: the README shows ct200's report as it is printed piped, byte for byte.
+func TestReadmeSample(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("testdata", "golden", "ct200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "```text\n"+string(golden)+"```\n") {
+		t.Error("README.md's sample report is not testdata/golden/ct200.txt: paste the golden into it")
+	}
+}
