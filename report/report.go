@@ -49,8 +49,9 @@ type Options struct {
 	Color bool
 	// Width is the terminal width Text lays out for; 0 means 80, what a pipe or a file gets.
 	Width int
-	// Verbose shows informational findings in full, each process's whole command line and
-	// per-GPU details.
+	// Verbose shows each finding's explanation, all its evidence and its weak reasons (Text
+	// shows only its strong reasons, key numbers and files without it), informational
+	// findings in full, each process's whole command line and per-GPU details.
 	Verbose bool
 	// Now, when set, is printed as the time of the report.
 	Now time.Time

@@ -16,10 +16,12 @@ import (
 	"github.com/gputriage/gputriage/parse"
 )
 
-// Text writes the report for a terminal: per host a header, a memory bar per GPU, the GPU
-// processes and the findings, then one summary line across hosts. A report of more than one
+// Text writes the report for a terminal: per host a header, a memory bar per GPU (identical
+// neighbours folded), the GPU processes, the findings in their compact form (see compact.go)
+// and one "what to do" (see todo.go), then one summary line across hosts. A report of more than one
 // host starts with the fleet summary (problems and failures with their hosts folded) and shows
-// the details Options.Only selects. No line is wider than Options.Width cells. With
+// the details Options.Only selects. No line is wider than Options.Width cells but the
+// commands of "what to do", which are never wrapped or cut: they are copied. With
 // Options.Color false it writes no escape sequence at all.
 func Text(w io.Writer, hosts []Host, o Options) error {
 	hosts, err := prepare(hosts, o)
