@@ -310,6 +310,24 @@ func (d *details) findingRef(gi int, f diagnose.Finding) (also string, ref bool,
 	return "", false, ""
 }
 
+// allExplainedAbove reports whether every finding of group gi with something to do is
+// explained above for another group, and names the first such group: its "what to do" is
+// then that group's.
+func (d *details) allExplainedAbove(gi int, fs []diagnose.Finding) (string, bool) {
+	first := ""
+	for _, f := range fs {
+		if len(f.Actions) == 0 && len(f.Fix) == 0 && len(f.Checks) == 0 {
+			continue
+		}
+		_, ref, by := d.findingRef(gi, f)
+		if !ref || (first != "" && by != first) {
+			return "", false
+		}
+		first = by
+	}
+	return first, first != ""
+}
+
 // hiddenNote says which hosts the details leave out, so nothing is dropped silently; "" when
 // none are.
 func (d *details) hiddenNote() string {

@@ -22,8 +22,9 @@ const maxCaptureBytes = 48 << 10
 const MarkdownCaptureBytes = maxCaptureBytes
 
 // Markdown writes the report for a ticket (GitHub-flavored Markdown): a summary line per host,
-// then per host its GPU and process tables, its findings with fix commands in sh blocks, and
-// its raw capture in a collapsed <details> block. A report of more than one host has a title
+// then per host its GPU and process tables, its findings as the text report shows them (each
+// one's full explanation and evidence in a collapsed <details> block), one "what to do" with
+// its commands in sh blocks, and its raw capture in a collapsed <details> block. A report of more than one host has a title
 // line, a summary table of problems and failures with their hosts folded, and the details
 // Options.Only selects. Remote strings are sanitized and escaped so they cannot break a
 // table, open a link or HTML, or close a code block.
@@ -200,10 +201,7 @@ func (m *mdWriter) host(g hostGroup, gi int, d *details) {
 		}
 		m.p("\n")
 	}
-	m.findings(h.Result.Findings, gi, d)
-	if s := h.Snapshot; s != nil {
-		m.notes(s)
-	}
+	m.findings(h, gi, d)
 	for _, gh := range g.hosts {
 		of := ""
 		if len(g.hosts) > 1 {
@@ -293,66 +291,6 @@ func (m *mdWriter) processes(ps []diagnose.GPUProcess) {
 		}
 		m.p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", p.PID, user, joinInts(processGPUs(p)), mem,
 			age(p.Elapsed), mdText(owner(p)), mdText(programText(p)), cmd)
-	}
-	m.p("\n")
-}
-
-func (m *mdWriter) findings(fs []diagnose.Finding, gi int, d *details) {
-	for _, f := range fs {
-		kind := ""
-		if f.Kind != "" {
-			kind = " (" + mdText(f.Kind) + ")"
-		}
-		m.p("#### %s: %s%s — %s\n\n", f.Severity, mdCode(f.Code), kind, mdText(f.Title))
-		also, ref, first := d.findingRef(gi, f)
-		if ref {
-			m.p("The same finding as on %s, explained above.\n\n", mdHosts(first))
-			continue
-		}
-		if also != "" {
-			m.p("On %s.\n\n", mdHosts(also))
-		}
-		if ls := lines(f.Explanation); len(ls) > 0 {
-			for _, l := range ls {
-				m.p("%s\n", mdLine(l))
-			}
-			m.p("\n")
-		}
-		if len(f.Evidence) > 0 {
-			for _, e := range f.Evidence {
-				m.p("- %s\n", mdLine(e))
-			}
-			m.p("\n")
-		}
-		if len(f.Files) > 0 {
-			files := make([]string, len(f.Files))
-			for i, p := range f.Files {
-				files[i] = mdText(p)
-			}
-			m.p("Files: %s\n\n", strings.Join(files, ", "))
-		}
-		if len(f.Fix) > 0 {
-			var body strings.Builder
-			for _, c := range f.Fix {
-				body.WriteString(Sanitize(c))
-				body.WriteByte('\n')
-			}
-			fc := fence(body.String())
-			m.p("%ssh\n%s%s\n\n", fc, body.String(), fc)
-		}
-	}
-}
-
-func (m *mdWriter) notes(s *parse.Snapshot) {
-	if s.Truncated {
-		m.p("**Capture truncated:** the probe's output ended before its last section; facts after the cut are missing.\n\n")
-	}
-	if len(s.Notes) == 0 {
-		return
-	}
-	m.p("Probe notes:\n\n")
-	for _, n := range s.Notes {
-		m.p("- %s: %s\n", mdCode(n.Code), mdText(n.Message))
 	}
 	m.p("\n")
 }

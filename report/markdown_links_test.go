@@ -31,9 +31,9 @@ func linkyHost() Host {
 }
 
 // stripCode removes fenced code blocks, code spans and the raw captures' <details> blocks:
-// GitHub links nothing inside them.
+// GitHub links nothing inside them. A finding's <details> block is Markdown and is kept.
 func stripCode(md string) string {
-	md = regexp.MustCompile("(?s)<details>.*?</details>").ReplaceAllString(md, "")
+	md = regexp.MustCompile("(?s)<details><summary>raw capture.*?</details>").ReplaceAllString(md, "")
 	md = regexp.MustCompile("(?sm)^(`{3,})[a-z]*\n.*?^`{3,}$").ReplaceAllString(md, "")
 	return regexp.MustCompile("`[^`\n]*`").ReplaceAllString(md, "")
 }

@@ -67,6 +67,10 @@ func TestRedactLeavesNoSecret(t *testing.T) {
 				}
 			}
 			for _, want := range []string{"host-1", "user-", "ip-1"} {
+				// Compact text names the addresses only in details -v shows.
+				if want == "ip-1" && name == "text" && !verbose {
+					continue
+				}
 				if !strings.Contains(out, want) {
 					t.Errorf("%s: no %q placeholder", name, want)
 				}
@@ -164,7 +168,7 @@ func TestRedactDoesNotMutate(t *testing.T) {
 
 func TestRedactMarkdownDropsCapture(t *testing.T) {
 	md := render(t, Markdown, secretHosts(), Options{Redact: true})
-	if strings.Contains(md, "<details>") || !strings.Contains(md, "raw captures are left out") {
+	if strings.Contains(md, "<summary>raw capture") || !strings.Contains(md, "raw captures are left out") {
 		t.Errorf("redacted markdown:\n%s", md)
 	}
 	var doc struct{ Redacted bool }

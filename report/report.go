@@ -53,10 +53,11 @@ func (e *HostError) Error() string {
 type Options struct {
 	// Color enables lipgloss colors in Text. When false not one escape byte is written.
 	Color bool
-	// Width is the terminal width Text lays out for; 0 means 100.
+	// Width is the terminal width Text lays out for; 0 means 80, what a pipe or a file gets.
 	Width int
-	// Verbose shows informational findings in full, each process's whole command line and
-	// per-GPU details.
+	// Verbose shows each finding's explanation, all its evidence and its weak reasons (Text
+	// shows only its strong reasons, key numbers and files without it), informational
+	// findings in full, each process's whole command line and per-GPU details.
 	Verbose bool
 	// Now, when set, is printed as the time of the report.
 	Now time.Time
@@ -130,7 +131,7 @@ func prepareFor(hosts []Host, o Options, captures bool) ([]Host, error) {
 	return hosts, nil
 }
 
-const defaultWidth = 100
+const defaultWidth = 80
 
 func (o Options) width() int {
 	if o.Width <= 0 {

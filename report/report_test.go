@@ -111,7 +111,7 @@ func TestTextWidth(t *testing.T) {
 		for _, verbose := range []bool{false, true} {
 			for _, color := range []bool{false, true} {
 				out := render(t, Text, allHosts(), Options{Width: width, Verbose: verbose, Color: color})
-				for i, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				for i, l := range proseLines(out) {
 					if w := lipgloss.Width(l); w > width {
 						t.Errorf("width=%d verbose=%v color=%v: line %d is %d cells: %q", width, verbose, color, i+1, w, l)
 					}
@@ -119,13 +119,33 @@ func TestTextWidth(t *testing.T) {
 			}
 		}
 	}
-	// Width 0 means 100.
+	// Width 0 means 80.
 	out := render(t, Text, allHosts(), Options{})
-	for _, l := range strings.Split(out, "\n") {
-		if lipgloss.Width(l) > 100 {
+	for _, l := range proseLines(out) {
+		if lipgloss.Width(l) > 80 {
 			t.Errorf("default width: line is %d cells: %q", lipgloss.Width(l), l)
 		}
 	}
+}
+
+// proseLines are the lines of a text report but the commands of its "what to do" sections,
+// which are never wrapped or cut whatever the width (cmd/gputriage TestCommandsWhole); those are
+// blanked.
+func proseLines(out string) []string {
+	ls := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	inTodo := false
+	for i, l := range ls {
+		plain := ansi.Strip(l)
+		switch {
+		case plain == "  what to do":
+			inTodo = true
+		case plain == "":
+			inTodo = false
+		case inTodo && strings.HasPrefix(plain, commandIndent) && plain[len(commandIndent)] != ' ':
+			ls[i] = ""
+		}
+	}
+	return ls
 }
 
 func TestTextContent(t *testing.T) {
@@ -133,7 +153,9 @@ func TestTextContent(t *testing.T) {
 	for _, want := range []string{
 		"ct200  1 error, 1 warning",
 		"8× NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-		"55,295 / 97,887 MiB   56%",
+		"GPU 0     [", "55,295 / 97,887 MiB        56%",
+		// Identical GPUs fold into one line.
+		"GPUs 1-7  [", "0 / 97,887 MiB each    0%",
 		"20629", "ubuntu", "55,286 MiB", "2h13m", "sglang-qwen.service",
 		// The process table names the program before the command line that runs it.
 		"PROGRAM               COMMAND", "sglang.launch_server  python3 -m sglang",
@@ -251,8 +273,9 @@ func TestMarkdownFenceCannotBeClosed(t *testing.T) {
 		!strings.Contains(capture, `NUL:\x00`) {
 		t.Errorf("capture block was cut short or not sanitized: %q", capture)
 	}
-	if strings.Count(md, "</details>") != 2 { // ours, and the remote one inside the block
-		t.Errorf("want exactly one </details> outside the capture")
+	// Ours close what we open; the remote one inside the capture's block is one more.
+	if strings.Count(md, "</details>") != strings.Count(md, "<details>")+1 {
+		t.Errorf("want exactly one </details> more than ours, inside the capture")
 	}
 }
 
@@ -528,19 +551,6 @@ func TestWrapWords(t *testing.T) {
 	}
 }
 
-func TestWrapCommand(t *testing.T) {
-	got := wrapCommand("docker run --rm -v '/a b/c d:/x' image:tag python3 -c 'print(1)'", 24)
-	for _, l := range got {
-		if lipgloss.Width(l) > 24 {
-			t.Errorf("line %q is wider than 24", l)
-		}
-	}
-	joined := strings.ReplaceAll(strings.Join(got, "\n"), " \\\n  ", " ")
-	if joined != "docker run --rm -v '/a b/c d:/x' image:tag python3 -c 'print(1)'" {
-		t.Errorf("wrapCommand broke the command: %q", got)
-	}
-}
-
 func TestAge(t *testing.T) {
 	for d, want := range map[time.Duration]string{
 		45 * time.Second: "45s", 12 * time.Minute: "12m", 2*time.Hour + 13*time.Minute: "2h13m",
@@ -583,8 +593,8 @@ func TestMarkdownRendersWithCmarkGFM(t *testing.T) {
 			t.Errorf("remote markup rendered: %q", bad)
 		}
 	}
-	if strings.Count(html, "<details>") != 2 || strings.Count(html, "</details>") != 2 {
-		t.Errorf("want two <details> blocks (ct200 and the hostile host)")
+	if strings.Count(html, "<details><summary>raw capture") != 2 || strings.Count(html, "</details>") != strings.Count(html, "<details>") {
+		t.Errorf("want two raw capture <details> blocks (ct200 and the hostile host), each closed")
 	}
 	// The hostile fix block holds all three commands.
 	if !strings.Contains(html, "kill 4242 ```` echo pwned\nscancel '77|x'\n</code></pre>") {
@@ -607,7 +617,9 @@ func TestTextColorsFollowDiagnosis(t *testing.T) {
 	gpuLine := func(out, host string, gpu int) string {
 		_, rest, _ := strings.Cut(out, host)
 		for _, l := range strings.Split(rest, "\n") {
-			if strings.Contains(ansi.Strip(l), fmt.Sprintf("GPU %d  [", gpu)) {
+			// A GPU's line is its own or its folded range's ("GPUs 1-7").
+			if plain := ansi.Strip(l); strings.Contains(plain, fmt.Sprintf("GPU %d ", gpu)) && strings.Contains(plain, "[") ||
+				gpuInRange(plain, gpu) {
 				return l
 			}
 		}
@@ -637,6 +649,19 @@ func TestTextColorsFollowDiagnosis(t *testing.T) {
 			t.Errorf("a healthy worker's row is colored: %q", l)
 		}
 	}
+}
+
+// gpuInRange reports whether a GPU line folds GPUs "a-b" that include gpu.
+func gpuInRange(line string, gpu int) bool {
+	var a, b int
+	_, rest, ok := strings.Cut(line, "GPUs ")
+	if !ok {
+		return false
+	}
+	if n, _ := fmt.Sscanf(rest, "%d-%d", &a, &b); n == 2 {
+		return a <= gpu && gpu <= b
+	}
+	return false
 }
 
 // A worker's parent command line is shown, so its credentials are masked like the worker's.

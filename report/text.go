@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
@@ -17,10 +16,12 @@ import (
 	"github.com/gputriage/gputriage/parse"
 )
 
-// Text writes the report for a terminal: per host a header, a memory bar per GPU, the GPU
-// processes and the findings, then one summary line across hosts. A report of more than one
+// Text writes the report for a terminal: per host a header, a memory bar per GPU (identical
+// neighbours folded), the GPU processes, the findings in their compact form (see compact.go)
+// and one "what to do" (see todo.go), then one summary line across hosts. A report of more than one
 // host starts with the fleet summary (problems and failures with their hosts folded) and shows
-// the details Options.Only selects. No line is wider than Options.Width cells. With
+// the details Options.Only selects. No line is wider than Options.Width cells but the
+// commands of "what to do", which are never wrapped or cut: they are copied. With
 // Options.Color false it writes no escape sequence at all.
 func Text(w io.Writer, hosts []Host, o Options) error {
 	hosts, err := prepare(hosts, o)
@@ -169,54 +170,6 @@ func (t *textWriter) wrap(first, rest, text string) {
 	}
 }
 
-// wrapWords breaks plain (sanitized, uncolored) text at spaces into lines of at most first
-// cells (the first line) and rest cells (the others); a word longer than a line is split.
-func wrapWords(text string, first, rest int) []string {
-	limit, rest := max(first, 1), max(rest, 1)
-	var out []string
-	cur, curW := "", 0
-	flush := func() {
-		out = append(out, cur)
-		cur, curW, limit = "", 0, rest
-	}
-	// Split at single spaces so that runs of spaces inside a value (an argument) survive.
-	for _, word := range strings.Split(text, " ") {
-		if word == "" {
-			if curW > 0 && curW < limit {
-				cur += " "
-				curW++
-			}
-			continue
-		}
-		for word != "" {
-			ww := lipgloss.Width(word)
-			sep := min(curW, 1)
-			if curW+sep+ww <= limit {
-				cur += strings.Repeat(" ", sep) + word
-				curW += sep + ww
-				break
-			}
-			if curW > 0 {
-				flush()
-				continue
-			}
-			// A word longer than a whole line: cut it.
-			head := ansi.Truncate(word, limit, "")
-			if head == "" || !strings.HasPrefix(word, head) {
-				_, n := utf8.DecodeRuneInString(word)
-				head = word[:n]
-			}
-			cur, curW = head, lipgloss.Width(head)
-			word = word[len(head):]
-			flush()
-		}
-	}
-	if curW > 0 || len(out) == 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // fit pads or truncates plain s to exactly n cells.
 func fit(s string, n int) string {
 	if w := lipgloss.Width(s); w > n {
@@ -266,10 +219,7 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 	if h.Readiness != nil {
 		t.readiness(*h.Readiness)
 	}
-	t.findings(h.Result.Findings, gi, d)
-	if s := h.Snapshot; s != nil {
-		t.notes(s)
-	}
+	t.findings(h, gi, d)
 }
 
 // readiness shows the --tp verdict: its first line (the answer) styled by outcome, the
@@ -332,8 +282,68 @@ func (t *textWriter) facts(g hostGroup) {
 	t.line(t.st.dim.Render(cur))
 }
 
-// gpus draws a memory bar per GPU; those in blamed (by a finding's severity) are drawn in
-// its color, with their label, and the others green however full they are.
+// gpuRow is one line of the GPU bars: one GPU, or consecutive GPUs whose lines would be
+// identical, folded ("GPUs 1-7 ... MiB each").
+type gpuRow struct {
+	gpus    []int
+	g       parse.GPU // the first GPU of the row
+	sev     diagnose.Severity
+	blamed  bool
+	details string // the name on a mixed host, and -v's details
+}
+
+// gpuRows folds consecutive GPUs with the same memory, blame and details into rows.
+func (t *textWriter) gpuRows(s *parse.Snapshot, blamed map[int]diagnose.Severity) []gpuRow {
+	mixed := false
+	for _, g := range s.GPUs {
+		mixed = mixed || g.Name != s.GPUs[0].Name
+	}
+	var rows []gpuRow
+	for _, g := range s.GPUs {
+		sev, isBlamed := blamed[g.Index]
+		r := gpuRow{gpus: []int{g.Index}, g: g, sev: sev, blamed: isBlamed, details: t.gpuDetails(g, mixed)}
+		if n := len(rows); n > 0 && rows[n-1].sameAs(r) {
+			rows[n-1].gpus = append(rows[n-1].gpus, g.Index)
+			continue
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+func (r gpuRow) sameAs(o gpuRow) bool {
+	eq := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	return r.blamed == o.blamed && r.sev == o.sev && r.details == o.details &&
+		eq(r.g.MemoryUsedMiB, o.g.MemoryUsedMiB) && eq(r.g.MemoryTotalMiB, o.g.MemoryTotalMiB)
+}
+
+// gpuDetails is what a GPU's line adds after its bar: its name on a host of mixed GPUs, and
+// with -v its utilization, reserved memory, bus ID and MIG mode.
+func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
+	var extra []string
+	if mixed {
+		extra = append(extra, Sanitize(g.Name))
+	}
+	if t.o.Verbose {
+		if g.UtilizationPct != nil {
+			extra = append(extra, fmt.Sprintf("util %d%%", *g.UtilizationPct))
+		}
+		if g.MemoryReservedMiB != nil {
+			extra = append(extra, "reserved "+mib(*g.MemoryReservedMiB)+" MiB")
+		}
+		if g.BusID != "" {
+			extra = append(extra, Sanitize(g.BusID))
+		}
+		if g.MIGMode != "" {
+			extra = append(extra, "MIG "+Sanitize(g.MIGMode))
+		}
+	}
+	return strings.Join(extra, " · ")
+}
+
+// gpus draws a memory bar per GPU, identical consecutive ones folded into one; those in
+// blamed (by a finding's severity) are drawn in its color, with their label, and the others
+// green however full they are.
 func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 	if f := s.SMI.Failure; f != nil {
 		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", messageLines(f.Message, Sanitize))
@@ -343,28 +353,30 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 		t.line("  no GPUs reported")
 		return
 	}
-	mixed := false
-	labelW, usedW, totalW := 0, 0, 0
-	for _, g := range s.GPUs {
-		mixed = mixed || g.Name != s.GPUs[0].Name
-		labelW = max(labelW, len(fmt.Sprintf("GPU %d", g.Index)))
-		if g.MemoryUsedMiB != nil {
-			usedW = max(usedW, len(mib(*g.MemoryUsedMiB)))
+	rows := t.gpuRows(s, blamed)
+	labelW, usedW, totalW, unitW := 0, 0, 0, len("MiB")
+	for _, r := range rows {
+		labelW = max(labelW, len(diagnose.FormatGPUs(r.gpus)))
+		if r.g.MemoryUsedMiB != nil {
+			usedW = max(usedW, len(mib(*r.g.MemoryUsedMiB)))
 		}
-		if g.MemoryTotalMiB != nil {
-			totalW = max(totalW, len(mib(*g.MemoryTotalMiB)))
+		if r.g.MemoryTotalMiB != nil {
+			totalW = max(totalW, len(mib(*r.g.MemoryTotalMiB)))
+		}
+		if len(r.gpus) > 1 {
+			unitW = len("MiB each")
 		}
 	}
 	// "  GPU 0  [bar]  55,295 / 97,887 MiB  56%"
-	fixed := 2 + labelW + 2 + 2 + 2 + usedW + 3 + totalW + 4 + 2 + 4
+	fixed := 2 + labelW + 2 + 2 + 2 + usedW + 3 + totalW + 1 + unitW + 2 + 4
 	barW := min(max(t.width-fixed, 10), 40)
-	for _, g := range s.GPUs {
-		sev, isBlamed := blamed[g.Index]
-		label := fit(fmt.Sprintf("GPU %d", g.Index), labelW)
-		if isBlamed {
-			label = t.sevStyle(sev).Render(label)
+	for _, r := range rows {
+		label := fit(diagnose.FormatGPUs(r.gpus), labelW)
+		if r.blamed {
+			label = t.sevStyle(r.sev).Render(label)
 		}
 		label = "  " + label + "  "
+		g := r.g
 		pct := percent(g.MemoryUsedMiB, g.MemoryTotalMiB)
 		var row string
 		if pct < 0 {
@@ -373,42 +385,30 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 				row += " (" + mib(*g.MemoryUsedMiB) + " MiB used)"
 			}
 		} else {
-			row = label + t.bar(pct, barW, t.barStyle(sev, isBlamed)) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
-				fitRight(mib(*g.MemoryTotalMiB), totalW) + " MiB  " + fitRight(fmt.Sprintf("%d%%", pct), 4)
+			unit := "MiB"
+			if len(r.gpus) > 1 {
+				unit = "MiB each"
+			}
+			row = label + t.bar(pct, barW, t.barStyle(r.sev, r.blamed)) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
+				fitRight(mib(*g.MemoryTotalMiB), totalW) + " " + fit(unit, unitW) + "  " + fitRight(fmt.Sprintf("%d%%", pct), 4)
 		}
-		var extra []string
-		if mixed {
-			extra = append(extra, Sanitize(g.Name))
-		}
-		if t.o.Verbose {
-			if g.UtilizationPct != nil {
-				extra = append(extra, fmt.Sprintf("util %d%%", *g.UtilizationPct))
-			}
-			if g.MemoryReservedMiB != nil {
-				extra = append(extra, "reserved "+mib(*g.MemoryReservedMiB)+" MiB")
-			}
-			if g.BusID != "" {
-				extra = append(extra, Sanitize(g.BusID))
-			}
-			if g.MIGMode != "" {
-				extra = append(extra, "MIG "+Sanitize(g.MIGMode))
-			}
-		}
-		if len(extra) > 0 {
-			ex := strings.Join(extra, " · ")
-			if lipgloss.Width(row)+2+lipgloss.Width(ex) <= t.width {
-				row += "  " + t.st.dim.Render(ex)
-			} else {
-				// Details that do not fit beside the bar go below it.
-				t.line(row)
-				pad := strings.Repeat(" ", 2+labelW+2)
-				for _, l := range wrapWords(ex, t.width-len(pad), t.width-len(pad)) {
-					t.line(pad + t.st.dim.Render(l))
-				}
-				continue
-			}
-		}
+		t.gpuLine(row, r.details, 2+labelW+2)
+	}
+}
+
+// gpuLine writes a GPU's row with its details beside it, or below it where they do not fit.
+func (t *textWriter) gpuLine(row, details string, indent int) {
+	switch {
+	case details == "":
 		t.line(row)
+	case lipgloss.Width(row)+2+lipgloss.Width(details) <= t.width:
+		t.line(row + "  " + t.st.dim.Render(details))
+	default:
+		t.line(row)
+		pad := strings.Repeat(" ", indent)
+		for _, l := range wrapWords(details, t.width-indent, t.width-indent) {
+			t.line(pad + t.st.dim.Render(l))
+		}
 	}
 }
 
@@ -571,107 +571,4 @@ func shmText(u parse.ShmUse) string {
 		s += " (" + strings.Join(how, ", ") + ")"
 	}
 	return s
-}
-
-func (t *textWriter) findings(fs []diagnose.Finding, gi int, d *details) {
-	indent := strings.Repeat(" ", findingIndent)
-	for _, f := range fs {
-		t.line("")
-		badge := "  " + t.sevStyle(f.Severity).Render(fit(strings.ToUpper(f.Severity.String()), badgeWidth)) + "  "
-		code := Sanitize(f.Code)
-		if f.Kind != "" {
-			code += " (" + Sanitize(f.Kind) + ")"
-		}
-		t.wrap(badge+t.st.bold.Render(code)+"  ", indent, Sanitize(f.Title))
-		if f.Severity == diagnose.Info && !t.o.Verbose {
-			continue
-		}
-		also, ref, first := d.findingRef(gi, f)
-		if ref {
-			t.wrap(indent, indent, "the same finding as on "+Sanitize(first)+", explained above")
-			continue
-		}
-		if also != "" {
-			t.wrap(indent+t.st.dim.Render("on:")+" ", indent+"  ", Sanitize(also))
-		}
-		for _, l := range lines(f.Explanation) {
-			t.wrap(indent, indent, l)
-		}
-		for _, e := range f.Evidence {
-			t.wrap(indent+"- ", indent+"  ", Sanitize(e))
-		}
-		if t.o.Verbose && len(f.Files) > 0 {
-			files := make([]string, len(f.Files))
-			for i, p := range f.Files {
-				files[i] = Sanitize(p)
-			}
-			t.wrap(indent+t.st.dim.Render("files: "), indent+"  ", strings.Join(files, " "))
-		}
-		if len(f.Fix) > 0 {
-			t.line(indent + t.st.dim.Render("fix:"))
-			for _, c := range f.Fix {
-				for _, l := range wrapCommand(Sanitize(c), t.width-findingIndent-2) {
-					t.line(indent + "  " + l)
-				}
-			}
-		}
-	}
-}
-
-// wrapCommand breaks a long shell command at spaces outside quotes, ending each broken line
-// with " \" so the command still pastes into a shell as one. A single word longer than the
-// line is left for line() to cut.
-func wrapCommand(cmd string, width int) []string {
-	if lipgloss.Width(cmd) <= width {
-		return []string{cmd}
-	}
-	var words []string
-	var quote rune
-	start := 0
-	for i, r := range cmd {
-		switch {
-		case quote != 0 && r == quote:
-			quote = 0
-		case quote == 0 && (r == '\'' || r == '"'):
-			quote = r
-		case quote == 0 && r == ' ':
-			if i > start {
-				words = append(words, cmd[start:i])
-			}
-			start = i + 1
-		}
-	}
-	if start < len(cmd) {
-		words = append(words, cmd[start:])
-	}
-	var out []string
-	cur := ""
-	for _, w := range words {
-		if cur != "" && lipgloss.Width(cur+" "+w+" \\") > width {
-			out = append(out, cur+" \\")
-			cur = "  " + w
-			continue
-		}
-		if cur == "" {
-			cur = w
-		} else {
-			cur += " " + w
-		}
-	}
-	return append(out, cur)
-}
-
-func (t *textWriter) notes(s *parse.Snapshot) {
-	if s.Truncated {
-		t.line("")
-		t.wrap("  "+t.sevStyle(diagnose.Warning).Render("capture truncated:")+" ", "    ",
-			"the probe's output ended before its last section; facts after the cut are missing")
-	}
-	if len(s.Notes) == 0 {
-		return
-	}
-	t.line("")
-	for _, n := range s.Notes {
-		t.wrap("  "+t.st.dim.Render("note ("+Sanitize(n.Code)+"):")+" ", "    ", Sanitize(n.Message))
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -29,6 +30,16 @@ func cli(t *testing.T, env map[string]string, args ...string) (stdout, stderr st
 	return out.String(), errb.String(), code
 }
 
+// cliTerminal is cli with stdout a terminal of width columns.
+func cliTerminal(t *testing.T, width int, env map[string]string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	getenv := func(k string) string { return env[k] }
+	term := func(w io.Writer) (bool, int) { return w == &out, width }
+	code = run(context.Background(), args, strings.NewReader(""), &out, &errb, getenv, term)
+	return out.String(), errb.String(), code
+}
+
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	root, err := filepath.Abs("../..")
@@ -42,15 +53,22 @@ func repoRoot(t *testing.T) string {
 // always has.
 var fixtureNames = []string{"ct200", "clean", "ghost", "driver-mismatch", "busy", "v1/ct200"}
 
-// TestGolden replays every fixture in every format and compares with testdata/golden.
+// TestGolden replays every fixture in every format and compares with testdata/golden: text
+// piped (no COLUMNS: 80 columns) in NAME.txt, and with COLUMNS=120 in NAME.120.txt.
 // Regenerate with: go test ./cmd/gputriage -run TestGolden -update (and review the diff).
 func TestGolden(t *testing.T) {
 	root := repoRoot(t)
-	formats := []struct{ format, ext string }{{"text", "txt"}, {"markdown", "md"}, {"json", "json"}}
+	formats := []struct {
+		format, ext string
+		env         map[string]string
+	}{
+		{"text", "txt", nil}, {"text", "120.txt", map[string]string{"COLUMNS": "120"}},
+		{"markdown", "md", nil}, {"json", "json", nil},
+	}
 	for _, name := range fixtureNames {
 		for _, f := range formats {
 			t.Run(name+"."+f.ext, func(t *testing.T) {
-				out, errOut, code := cli(t, nil, "--replay", filepath.Join(root, "fixtures", name+".capture"), "--format", f.format)
+				out, errOut, code := cli(t, f.env, "--replay", filepath.Join(root, "fixtures", name+".capture"), "--format", f.format)
 				if errOut != "" {
 					t.Errorf("stderr: %s", errOut)
 				}
@@ -58,6 +76,30 @@ func TestGolden(t *testing.T) {
 					t.Errorf("exit status %d", code)
 				}
 				checkGolden(t, filepath.Join("testdata", "golden", name+"."+f.ext), out)
+			})
+		}
+	}
+}
+
+// TestGoldenTerminal: on a terminal the report is as wide as the terminal, whatever COLUMNS
+// says: a terminal of 80 and of 120 columns get the piped goldens of 80 and 120 columns.
+func TestGoldenTerminal(t *testing.T) {
+	root := repoRoot(t)
+	for _, name := range fixtureNames {
+		for _, tc := range []struct {
+			width  int
+			golden string
+		}{{80, name + ".txt"}, {120, name + ".120.txt"}} {
+			t.Run(fmt.Sprintf("%s/%d", name, tc.width), func(t *testing.T) {
+				want, err := os.ReadFile(filepath.Join("testdata", "golden", tc.golden))
+				if err != nil {
+					t.Fatal(err)
+				}
+				env := map[string]string{"COLUMNS": "57"} // a stale COLUMNS loses to the terminal
+				out, _, _ := cliTerminal(t, tc.width, env, "--replay", filepath.Join(root, "fixtures", name+".capture"), "--color", "never")
+				if out != string(want) {
+					t.Errorf("a %d-column terminal's report differs from %s:\n%s", tc.width, tc.golden, out)
+				}
 			})
 		}
 	}

@@ -158,6 +158,9 @@ the ssh\-agent whose keys are offered (one connection for the whole sweep)
 .B NO_COLOR
 no color in text output with \fB\-\-color auto\fR; so does \fBTERM=dumb\fR
 .TP
+.B COLUMNS
+the width text output wraps to when standard output is not a terminal (a pipe, \fB\-\-output\fR); 80 when unset. On a terminal its own width is used. Commands are never wrapped
+.TP
 .B GPUTRIAGE_DEBUG
 print a stack trace with an internal error
 .SH FILES

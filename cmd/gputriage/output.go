@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,12 +61,50 @@ func (o *outputOptions) check() error {
 	return nil
 }
 
+// colorFor decides color and width; report never looks at the terminal itself.
+func (o *options) colorFor(e *env) (bool, int) {
+	tty, width := e.isTerminal(e.stdout)
+	width = reportWidth(e, tty, width)
+	switch o.color {
+	case "always":
+		return true, width
+	case "never":
+		return false, width
+	}
+	if e.getenv("NO_COLOR") != "" || e.getenv("TERM") == "dumb" {
+		return false, width
+	}
+	return tty, width
+}
+
+// Widths a text report lays out for: the default where nothing says otherwise (a pipe, a
+// file), and the range COLUMNS is believed in.
+const (
+	defaultReportWidth     = 80
+	minColumns, maxColumns = 20, 1000
+	columnsEnv             = "COLUMNS"
+)
+
+// reportWidth is the width a text report wraps to: the terminal's when stdout is one and its
+// size is known, else COLUMNS when it holds a sensible number, else 80. A shell does not
+// export COLUMNS by default, so a pipe gets 80 unless the user asks for more.
+func reportWidth(e *env, tty bool, termWidth int) int {
+	if tty && termWidth > 0 {
+		return termWidth
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(e.getenv(columnsEnv))); err == nil && n >= minColumns && n <= maxColumns {
+		return n
+	}
+	return defaultReportWidth
+}
+
 // writeReport renders the report onto stdout, or into --output FILE.
 func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, report.Options) error, hosts []report.Host) error {
 	color, width := o.colorFor(e)
 	if o.out.output != "" {
-		// A file is not the terminal: plain and at the default width unless asked for color.
-		color, width = o.color == "always", 0
+		// A file is not the terminal: plain unless asked for color, and as wide as COLUMNS
+		// says, else 80.
+		color, width = o.color == "always", reportWidth(e, false, 0)
 	}
 	ropt := report.Options{Color: color, Width: width, Verbose: o.verbose,
 		Only: o.out.only, Sort: o.out.sort, Redact: o.out.redact, ShowSecrets: o.out.showSecrets}

@@ -57,7 +57,7 @@ func TestOutputFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	md := string(b)
-	if !strings.HasPrefix(md, "# gputriage: ") || !strings.Contains(md, "Redacted: ") || strings.Contains(md, "<details>") {
+	if !strings.HasPrefix(md, "# gputriage: ") || !strings.Contains(md, "Redacted: ") || strings.Contains(md, "<summary>raw capture") {
 		t.Errorf("--output markdown:\n%s", md)
 	}
 	// The fixtures' names are words ("clean" is also prose, "ghost" part of a finding code);

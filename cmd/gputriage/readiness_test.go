@@ -11,7 +11,7 @@ import (
 // by the leftover; it would after stopping it), and with TP 7 on GPUs 1-7.
 func TestReadinessCLI(t *testing.T) {
 	fx := filepath.Join(repoRoot(t), "fixtures", "ct200.capture")
-	out, _, code := cli(t, nil, "--replay", fx, "--tp", "8", "--color", "never")
+	out, _, code := cli(t, map[string]string{"COLUMNS": "100"}, "--replay", fx, "--tp", "8", "--color", "never")
 	if code != exitFindings {
 		t.Errorf("exit %d", code)
 	}

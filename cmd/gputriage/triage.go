@@ -44,11 +44,11 @@ type options struct {
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.format, "format", "text", "report `FORMAT`: text, markdown, json, or prometheus (metrics for node_exporter's textfile collector)")
-	fs.StringVar(&o.color, "color", "auto", "`WHEN` to color text output: auto, always or never (NO_COLOR is honored)")
+	fs.StringVar(&o.color, "color", "auto", "`WHEN` to color text output: auto, always or never (NO_COLOR is honored). Text wraps to the terminal's width; piped or with --output, to $COLUMNS, else 80")
 	fs.StringVar(&o.replay, "replay", "", "diagnose the saved captures at `PATH`: a capture file, or a directory of HOST.capture files")
 	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "the `DURATION` each host gets, every phase included")
-	fs.BoolVarP(&o.verbose, "verbose", "v", false, "explain informational findings in full, and detail every host of a fleet")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show each finding's explanation and all its evidence (not only its reasons and numbers), informational findings in full, and every host of a fleet")
 	fs.CountVarP(&o.quiet, "quiet", "q", "one line per host with problems instead of the report, for scripts; -qq: nothing, the exit status only")
 	o.out.addFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -268,21 +268,6 @@ func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) err
 		return report.Prometheus, nil
 	}
 	return nil, usagef("--format must be text, markdown, json or prometheus, got %q", o.format)
-}
-
-// colorFor decides color and width; report never looks at the terminal itself.
-func (o *options) colorFor(e *env) (bool, int) {
-	tty, width := e.isTerminal(e.stdout)
-	switch o.color {
-	case "always":
-		return true, width
-	case "never":
-		return false, width
-	}
-	if e.getenv("NO_COLOR") != "" || e.getenv("TERM") == "dumb" {
-		return false, width
-	}
-	return tty, width
 }
 
 // triager keeps of each diagnosed host what the report needs, so that hosts are dropped as
