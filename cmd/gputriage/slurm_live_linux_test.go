@@ -199,7 +199,7 @@ func TestSlurmDrainedSweep(t *testing.T) {
 			t.Errorf("%s: scheduler %+v, want drained with %q", want.host, s, want.reason)
 		}
 	}
-	text, _, _ := cli(t, nil, append(base, "--color", "never")...)
+	text, _, _ := cli(t, map[string]string{"COLUMNS": "200"}, append(base, "--color", "never")...)
 	for _, want := range []string{
 		"node1  OK", "  slurm: drained: gputriage: leftover PID 20629 holds 55 GiB on GPU 0 (root, ",
 		`  slurm: drained: fan failure\nnode2|drained|root|2026-12-01T00:00:00|forged (root,`,
