@@ -28,7 +28,7 @@ func commands() []command {
 				return dispatch(ctx, "collect", args, e)
 			}},
 		{name: "explain", usage: "explain 'ERROR TEXT'", summary: "what a GPU error message means", run: explainCmd},
-		{name: "node-check", usage: "node-check [flags]", summary: "judge this node for Slurm: health check, prolog, epilog", run: nodeCheckCmd},
+		{name: "node-check", usage: "node-check [flags]", summary: "judge this node for Slurm (docs/slurm.md)", run: nodeCheckCmd},
 		{name: "help", usage: "help [TOPIC]", summary: "help on a command or a topic", run: helpCmd},
 		{name: "version", usage: "version", summary: "version, build and probe details", run: versionCmd},
 		{name: "completion", usage: "completion bash|zsh|fish", summary: "a shell completion script", run: completionCmd},

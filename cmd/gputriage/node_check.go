@@ -60,12 +60,16 @@ const slurmPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // nodeCheckCmd is `gputriage node-check`.
 func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 	var o options
-	if _, err := parseFlags("node-check", &o, args); err != nil {
+	fs, err := parseFlags("node-check", &o, args)
+	if err != nil {
 		return exitUsage, err
 	}
 	if o.help {
 		fmt.Fprint(e.stdout, usageText("node-check", helpWidth(e)))
 		return exitOK, nil
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, usagef("node-check: no arguments, got %q: it checks this node", fs.Arg(0))
 	}
 	nc := o.nodeCheck
 	if nc.timeout <= 0 {
