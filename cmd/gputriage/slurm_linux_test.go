@@ -218,10 +218,12 @@ func TestNodeCheckInSlurm(t *testing.T) {
 		if _, reason := state("node4"); !strings.HasPrefix(reason, "gputriage: ") {
 			t.Errorf("node4's drain reason is %q, want gputriage's", reason)
 		}
-		time.Sleep(time.Second)
+		c.WaitFor(t, "the refused job requeued", 20*time.Second, func() bool {
+			out, _ := c.Output("squeue", "-h", "-j", job, "-o", "%T %r")
+			return strings.Contains(out, "PENDING") && strings.Contains(out, "held")
+		})
 		if _, err := os.Stat(marker); err == nil {
-			st, _ := c.JobState(job)
-			t.Errorf("the job (%s) ran on GPU 0 although its prolog refused it", st)
+			t.Errorf("the job ran on GPU 0 although its prolog refused it")
 		}
 	})
 
@@ -245,6 +247,13 @@ func TestNodeCheckInSlurm(t *testing.T) {
 			t.Errorf("the health check did not say why it left node2 drained:\n%s", data)
 		}
 	})
+	// Slurm drains a node whose Epilog or Prolog fails ("Epilog error"): the reason
+	// gputriage gave first is the one that stays.
+	for _, node := range []string{"node3", "node4"} {
+		if st, reason := state(node); !strings.HasPrefix(st, "drain") || !strings.HasPrefix(reason, "gputriage: leftover-process") {
+			t.Errorf("%s is %s (%s) at the end; want drained with gputriage's reason", node, st, reason)
+		}
+	}
 	if t.Failed() {
 		t.Log(logs())
 	}
