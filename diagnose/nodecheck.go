@@ -51,7 +51,7 @@ type NodeProblem struct {
 // (every one, for the whole node; those naming its GPUs, and any nvidia-smi failure, for a
 // job's GPUs), and with RequireFree every process holding memory on the scope's GPUs that no
 // finding already names. Most severe first.
-func CheckNode(s *parse.Snapshot, r Result, scope NodeScope) []NodeProblem {
+func CheckNode(r Result, scope NodeScope) []NodeProblem {
 	var out []NodeProblem
 	named := map[int]bool{}
 	for _, f := range r.Findings {

@@ -35,12 +35,12 @@ func TestCheckNodeScope(t *testing.T) {
 		{"a GPU Slurm names and nvidia-smi does not", NodeScope{GPUs: []int{1}, Missing: []string{"9"}, RequireFree: true}, []string{CodeGPUMissing}},
 	}
 	for _, c := range cases {
-		got := CheckNode(s, r, c.scope)
+		got := CheckNode(r, c.scope)
 		if !slices.Equal(codes(got), c.want) {
 			t.Errorf("%s: problems %v, want %v", c.name, codes(got), c.want)
 		}
 	}
-	p := CheckNode(s, r, NodeScope{})[0]
+	p := CheckNode(r, NodeScope{})[0]
 	if p.PID != 20629 || p.GPU != 0 || p.MiB != 55286 || p.Program != "sglang.launch_server" {
 		t.Errorf("the leftover's culprit is %+v", p)
 	}
@@ -57,14 +57,14 @@ func TestCheckNodeNotFree(t *testing.T) {
 			r.Processes[i].SlurmJob = "4242"
 		}
 	}
-	got := CheckNode(s, r, NodeScope{GPUs: []int{0}, RequireFree: true})
+	got := CheckNode(r, NodeScope{GPUs: []int{0}, RequireFree: true})
 	if len(got) != 1 || got[0].Code != CodeGPUNotFree || got[0].PID != 20629 || got[0].Job != "4242" {
 		t.Fatalf("problems %+v, want one gpu-not-free of PID 20629, job 4242", got)
 	}
 	if want := "PID 20629 (sglang.launch_server) holds 55,286 MiB on GPU 0"; !strings.HasPrefix(got[0].Title, want) {
 		t.Errorf("title %q, want it to start with %q", got[0].Title, want)
 	}
-	if CheckNode(s, r, NodeScope{GPUs: []int{0}}) != nil {
+	if CheckNode(r, NodeScope{GPUs: []int{0}}) != nil {
 		t.Errorf("without RequireFree, a holder nothing blames is no problem")
 	}
 }

@@ -101,7 +101,7 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 		}
 		scope = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true}
 	}
-	problems := diagnose.CheckNode(h.Snapshot, h.Result, scope)
+	problems := diagnose.CheckNode(h.Result, scope)
 	for _, p := range problems {
 		fmt.Fprintf(e.stdout, "gputriage: %s: %s\n", report.Sanitize(p.Code), report.Sanitize(report.MaskSecrets(p.Title)))
 	}

@@ -102,7 +102,7 @@ exit $rc
 // runsIn counts the finished runs a checkScript logged.
 func runsIn(log string) int {
 	data, _ := os.ReadFile(log)
-	return strings.Count(string(data), "\nrc=") + map[bool]int{true: 1}[strings.HasPrefix(string(data), "rc=")]
+	return strings.Count("\n"+string(data), "\nrc=")
 }
 
 // TestNodeCheckInSlurm runs node-check as a real Slurm's HealthCheckProgram (node2, with
