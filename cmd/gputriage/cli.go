@@ -28,6 +28,7 @@ func commands() []command {
 				return dispatch(ctx, "collect", args, e)
 			}},
 		{name: "explain", usage: "explain 'ERROR TEXT'", summary: "what a GPU error message means", run: explainCmd},
+		{name: "node-check", usage: "node-check [flags]", summary: "judge this node for Slurm (docs/slurm.md)", run: nodeCheckCmd},
 		{name: "help", usage: "help [TOPIC]", summary: "help on a command or a topic", run: helpCmd},
 		{name: "version", usage: "version", summary: "version, build and probe details", run: versionCmd},
 		{name: "completion", usage: "completion bash|zsh|fish", summary: "a shell completion script", run: completionCmd},
@@ -61,6 +62,11 @@ func flagSet(cmd string, o *options) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
+	if cmd == "node-check" { // flags of its own only: it probes this node, no SSH, no report
+		o.nodeCheck.addFlags(fs)
+		fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
+		return fs
+	}
 	if cmd == "explain" {
 		fs.StringVar(&o.explainFile, "file", "", "read the message from `FILE`")
 		fs.StringArrayVar(&o.explainHosts, "host", nil, "triage `HOST` too and tie the message to it (repeatable; ranges allowed)")
@@ -114,6 +120,8 @@ func usageText(cmd string, width int) string {
 		return collectUsage + flags + collectTail
 	case "explain":
 		return explainUsage + flags + explainTail
+	case "node-check":
+		return nodeCheckUsage + flags + nodeCheckTail
 	}
 	return usageHead + commandList() + hostsHelp + "\nFlags:\n" + flags + exitStatusHelp + examplesHelp
 }
@@ -160,14 +168,14 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		fmt.Fprint(e.stdout, usageText("", width))
 	case len(args) > 1:
 		return exitUsage, usagef("help: one topic at a time")
-	case args[0] == "collect" || args[0] == "explain":
+	case args[0] == "collect" || args[0] == "explain" || args[0] == "node-check":
 		fmt.Fprint(e.stdout, usageText(args[0], width))
 	case helpTopics[args[0]] != "":
 		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
-		return exitUsage, usagef("help: no topic %q; topics: collect, explain, %s", args[0], strings.Join(helpTopicNames(), ", "))
+		return exitUsage, usagef("help: no topic %q; topics: collect, explain, node-check, %s", args[0], strings.Join(helpTopicNames(), ", "))
 	}
 	return exitOK, nil
 }

@@ -93,7 +93,7 @@ func TestSubcommandHelp(t *testing.T) {
 // width when it is one, narrow ones included.
 func TestHelpWraps(t *testing.T) {
 	for _, width := range []int{0, 60, 100, 200} {
-		for _, cmd := range [][]string{{"--help"}, {"collect", "--help"}, {"explain", "--help"}} {
+		for _, cmd := range [][]string{{"--help"}, {"collect", "--help"}, {"explain", "--help"}, {"node-check", "--help"}} {
 			out, _ := cliTerm(t, width, cmd...)
 			limit := width
 			if width == 0 {

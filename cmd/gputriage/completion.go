@@ -64,7 +64,7 @@ type compFlag struct {
 }
 
 // compCommands are the commands whose flags are completed, "" being triage.
-var compCommands = []string{"", "collect", "explain"}
+var compCommands = []string{"", "collect", "explain", "node-check"}
 
 func completionFlags(cmd string) []compFlag {
 	var o options

@@ -43,13 +43,14 @@ _gputriage() {
 	fmt.Fprintf(&b, `	esac
 	((COMP_CWORD > 1)) && cmd="${COMP_WORDS[1]}"
 	case "$cmd" in
-	collect | explain | help | version | completion) ;;
+	collect | explain | node-check | help | version | completion) ;;
 	*) cmd="" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case "$cmd" in
 		collect) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		explain) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
+		node-check) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		"") COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		esac
 		return
@@ -57,7 +58,7 @@ _gputriage() {
 	case "$cmd" in
 	help) ((COMP_CWORD == 2)) && COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 	completion) ((COMP_CWORD == 2)) && COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")) ;;
-	version | explain) ;;
+	version | explain | node-check) ;;
 	*)
 		local words="$("${COMP_WORDS[0]}" __complete-hosts 2>/dev/null)"
 		((COMP_CWORD == 1)) && words="%s $words"
@@ -66,13 +67,13 @@ _gputriage() {
 	esac
 }
 complete -o default -F _gputriage gputriage
-`, flagWords("collect"), flagWords("explain"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("node-check"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 
 // helpWords are what `gputriage help` takes.
 func helpWords() string {
-	return "collect explain " + strings.Join(helpTopicNames(), " ")
+	return "collect explain node-check " + strings.Join(helpTopicNames(), " ")
 }
 
 func zshCompletion() string {
@@ -106,12 +107,13 @@ _gputriage() {
 	}
 	fmt.Fprintf(&b, `	esac
 	(( CURRENT > 2 )) && case ${words[2]} in
-	(collect|explain|help|version|completion) cmd=${words[2]} ;;
+	(collect|explain|node-check|help|version|completion) cmd=${words[2]} ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case $cmd in
 		(collect) compadd -- %s ;;
 		(explain) compadd -- %s ;;
+		(node-check) compadd -- %s ;;
 		('') compadd -- %s ;;
 		esac
 		return
@@ -119,7 +121,7 @@ _gputriage() {
 	case $cmd in
 	(help) (( CURRENT == 3 )) && compadd -- %s ;;
 	(completion) (( CURRENT == 3 )) && compadd -- bash zsh fish ;;
-	(version|explain) ;;
+	(version|explain|node-check) ;;
 	(*)
 		(( CURRENT == 2 )) && compadd -- %s
 		compadd -- ${(f)"$(${words[1]} __complete-hosts 2>/dev/null)"}
@@ -131,7 +133,7 @@ if [[ ${funcstack[1]} == _gputriage ]]; then
 else
 	compdef _gputriage gputriage
 fi
-`, flagWords("collect"), flagWords("explain"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("node-check"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 

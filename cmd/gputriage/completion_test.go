@@ -118,7 +118,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string // after the command name; the last is the word being completed
 		want  string
 	}{
-		{[]string{""}, "10.0.0.5 collect completion eq-host explain gpu01 gpu02 help included01 known01 known02 version"},
+		{[]string{""}, "10.0.0.5 collect completion eq-host explain gpu01 gpu02 help included01 known01 known02 node-check version"},
 		{[]string{"--fo"}, "--format"},
 		{[]string{"--format", ""}, "json markdown prometheus text"},
 		{[]string{"--only", "f"}, "failed findings"},
@@ -134,6 +134,8 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"collect", "--sa"}, "--save"},
 		{[]string{"explain", "--ho"}, "--host"},
 		{[]string{"explain", "--host", "i"}, "included01"},
+		{[]string{"node-check", "--d"}, "--drain"},
+		{[]string{"node-check", "k"}, ""},
 		{[]string{"completion", ""}, "bash fish zsh"},
 		{[]string{"help", "e"}, "exit-status explain"},
 		{[]string{"-q", "--debug"}, "--debug-ssh"},
@@ -182,6 +184,7 @@ func TestFishCompletion(t *testing.T) {
 		{"gputriage gpu01 known", "known01 known02"},
 		{"gputriage completion ", "bash fish zsh"},
 		{"gputriage collect --fo", ""},
+		{"gputriage node-check --re", "--resume"},
 		{"gputriage --debug", "--debug-ssh"},
 	}
 	for _, c := range cases {

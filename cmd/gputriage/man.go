@@ -62,6 +62,12 @@ commands that would fix it. It never runs them.
 		manFlag(&b, fs.Lookup(n))
 	}
 	b.WriteString(".PP\nand these options of the above: " + roff(flagList("explain")) + "\n")
+	b.WriteString(".SH \"NODE-CHECK OPTIONS\"\n")
+	about := nodeCheckUsage[strings.Index(nodeCheckUsage, "\n\nAs "):]
+	manText(&b, "NODE-CHECK OPTIONS", strings.TrimSuffix(strings.TrimSpace(about), "Flags:"))
+	manFlags(&b, "node-check")
+	b.WriteString(".PP\n")
+	manText(&b, "NODE-CHECK OPTIONS", strings.TrimSpace(nodeCheckTail))
 	for _, sec := range []struct{ title, text string }{
 		{"HOSTS", hostsHelp}, {"SSH", sshHelp}, {"EXIT STATUS", exitStatusHelp}, {"EXAMPLES", examplesHelp},
 	} {

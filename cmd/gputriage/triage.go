@@ -40,6 +40,7 @@ type options struct {
 
 	explainFile  string   // explain --file
 	explainHosts []string // explain --host
+	nodeCheck    nodeCheckOptions
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {

@@ -31,8 +31,9 @@ type Config struct {
 	// backed by character devices DIR/dev/nvidia0.. so that Slurm hands jobs SLURM_JOB_GPUS and
 	// CUDA_VISIBLE_DEVICES, and their prologs and epilogs SLURM_JOB_GPUS.
 	GPUs int
-	// Env is added to the daemons' environment, which slurmd passes to the health check,
-	// prolog and epilog it runs.
+	// Env is added to the daemons' environment. slurmd does not pass it on: its
+	// HealthCheckProgram gets only SLURMD_NODENAME (no PATH, no SLURM_CONF), its Prolog and
+	// Epilog Slurm's job variables, SLURM_CONF and SLURM_SCRIPT_CONTEXT (22.05), no PATH.
 	Env []string
 }
 

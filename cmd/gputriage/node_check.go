@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/report"
+)
+
+const nodeCheckUsage = `gputriage node-check: judge this node's GPUs for Slurm, without SSH, as its
+HealthCheckProgram, Prolog or Epilog (see docs/slurm.md). One line per problem.
+
+Usage:
+  gputriage node-check [--drain] [--resume] [flags]
+
+As the health check it judges the whole node. As a Prolog or Epilog (Slurm sets
+SLURM_SCRIPT_CONTEXT) it judges only the GPUs of the job (SLURM_JOB_GPUS, else
+CUDA_VISIBLE_DEVICES), which must be free: the Prolog refuses GPUs a process
+still holds memory on, the Epilog names what the ended job left on them. A
+Prolog or Epilog of a job without GPUs checks nothing.
+
+Flags:
+`
+
+const nodeCheckTail = `
+Exit status:
+  0    clean (with --resume: resumed if it was drained by gputriage)
+  1    problems found (with --drain: the node was drained)
+  2    usage error
+  3    the probe failed, or scontrol did: nothing could be judged or done
+`
+
+// nodeCheckOptions are node-check's flags.
+type nodeCheckOptions struct {
+	drain, resume bool
+	node          string
+	timeout       time.Duration
+}
+
+func (o *nodeCheckOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.drain, "drain", false, `when there are problems, drain the node: scontrol update state=drain reason="gputriage: ..."`)
+	fs.BoolVar(&o.resume, "resume", false, "when the node is clean and drained by gputriage (its reason starts with gputriage:), resume it; never a node drained for another reason")
+	fs.StringVar(&o.node, "node", "", "the Slurm node `NAME` to drain or resume (default $SLURMD_NODENAME, else the short host name)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "the `DURATION` the probe gets")
+}
+
+// slurmPATH is the PATH node-check uses when it has none: Slurm gives its health check,
+// prolog and epilog no PATH.
+const slurmPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// nodeCheckCmd is `gputriage node-check`.
+func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
+	var o options
+	fs, err := parseFlags("node-check", &o, args)
+	if err != nil {
+		return exitUsage, err
+	}
+	if o.help {
+		fmt.Fprint(e.stdout, usageText("node-check", helpWidth(e)))
+		return exitOK, nil
+	}
+	if fs.NArg() > 0 {
+		return exitUsage, usagef("node-check: no arguments, got %q: it checks this node", fs.Arg(0))
+	}
+	nc := o.nodeCheck
+	if nc.timeout <= 0 {
+		return exitUsage, usagef("node-check: --timeout must be positive, got %s", nc.timeout)
+	}
+	node, err := nodeName(nc.node, e.getenv)
+	if err != nil && (nc.drain || nc.resume) {
+		return exitUsage, err
+	}
+	if os.Getenv("PATH") == "" {
+		os.Setenv("PATH", slurmPATH)
+	}
+	script := e.getenv("SLURM_SCRIPT_CONTEXT") // set by Slurm (22.05 and later) for its Prolog and Epilog
+	job := script == "prolog_slurmd" || script == "epilog_slurmd"
+	if job && e.getenv("SLURM_JOB_GPUS") == "" && e.getenv("CUDA_VISIBLE_DEVICES") == "" {
+		return exitOK, nil // a job without GPUs: nothing of gputriage's to check
+	}
+	h := localHost(ctx, nc.timeout)
+	if h.Err != nil {
+		fmt.Fprintf(e.stdout, "gputriage: node-check: the probe failed (%s: %s): %s\n",
+			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
+		return exitHostsFailed, nil
+	}
+	scope := diagnose.NodeScope{}
+	if job {
+		gpus, missing, err := diagnose.JobGPUs(h.Snapshot, e.getenv("SLURM_JOB_GPUS"), e.getenv("CUDA_VISIBLE_DEVICES"))
+		if err != nil {
+			return exitUsage, usagef("node-check: %v", err)
+		}
+		scope = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true}
+	}
+	problems := diagnose.CheckNode(h.Result, scope)
+	for _, p := range problems {
+		fmt.Fprintf(e.stdout, "gputriage: %s: %s\n", report.Sanitize(p.Code), report.Sanitize(report.MaskSecrets(p.Title)))
+	}
+	switch {
+	case len(problems) > 0 && nc.drain:
+		if err := drainNode(ctx, node, diagnose.DrainReason(problems), e.stdout); err != nil {
+			return exitHostsFailed, err
+		}
+	case len(problems) == 0 && nc.resume:
+		if err := resumeNode(ctx, node, e.stdout); err != nil {
+			return exitHostsFailed, err
+		}
+	}
+	if len(problems) > 0 {
+		return exitFindings, nil
+	}
+	return exitOK, nil
+}
+
+// nodeName is the Slurm node name to act on: --node, else SLURMD_NODENAME, else the short
+// host name. It goes into scontrol's argv as nodename=NAME: only a plain name is taken.
+func nodeName(flag string, getenv func(string) string) (string, error) {
+	name := flag
+	if name == "" {
+		name = getenv("SLURMD_NODENAME")
+	}
+	if name == "" {
+		host, _ := os.Hostname()
+		name, _, _ = strings.Cut(host, ".")
+	}
+	if !plainHostname(name) || len(name) > 64 {
+		return "", usagef("node-check: %q is not a Slurm node name: give --node NAME", name)
+	}
+	return name, nil
+}
+
+// scontrol runs scontrol with args (an argv, never a shell line), bounded in time and output.
+func scontrol(ctx context.Context, args ...string) (string, error) {
+	bin, err := exec.LookPath("scontrol")
+	if err != nil {
+		return "", fmt.Errorf("scontrol: not found on PATH (%s)", os.Getenv("PATH"))
+	}
+	return runBounded(ctx, bin, args...)
+}
+
+// runBounded runs a Slurm client for at most 15 s and keeps at most 64 KiB of its output.
+func runBounded(ctx context.Context, bin string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	out := &capWriter{limit: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err,
+			report.Sanitize(strings.TrimSpace(out.buf.String())))
+	}
+	return out.buf.String(), nil
+}
+
+// drainNode drains node with reason, which DrainReason made printable and short.
+func drainNode(ctx context.Context, node, reason string, w io.Writer) error {
+	if _, err := scontrol(ctx, "update", "nodename="+node, "state=drain", "reason="+reason); err != nil {
+		return fmt.Errorf("node-check: draining %s: %w", node, err)
+	}
+	fmt.Fprintf(w, "gputriage: drained %s: %s\n", node, reason)
+	return nil
+}
+
+// resumeNode resumes node when it is drained and its reason starts with "gputriage:". A node
+// that is not drained is left as it is, silently; one drained for another reason too, saying so.
+func resumeNode(ctx context.Context, node string, w io.Writer) error {
+	bin, err := exec.LookPath("sinfo")
+	if err != nil {
+		return fmt.Errorf("node-check: sinfo: not found on PATH (%s)", os.Getenv("PATH"))
+	}
+	out, err := runBounded(ctx, bin, "-h", "-N", "-n", node, "-o", "%T|%E")
+	if err != nil {
+		return fmt.Errorf("node-check: reading the state of %s: %w", node, err)
+	}
+	state, reason, ok := strings.Cut(strings.SplitN(out, "\n", 2)[0], "|")
+	if !ok {
+		return fmt.Errorf("node-check: reading the state of %s: sinfo printed %q", node, report.Sanitize(out))
+	}
+	if !strings.HasPrefix(state, "drain") {
+		return nil
+	}
+	if !strings.HasPrefix(reason, "gputriage:") {
+		fmt.Fprintf(w, "gputriage: %s is clean but stays drained: not drained by gputriage (reason %q)\n", node, report.Sanitize(reason))
+		return nil
+	}
+	if _, err := scontrol(ctx, "update", "nodename="+node, "state=resume"); err != nil {
+		return fmt.Errorf("node-check: resuming %s: %w", node, err)
+	}
+	fmt.Fprintf(w, "gputriage: resumed %s (it was drained for: %s)\n", node, report.Sanitize(reason))
+	return nil
+}

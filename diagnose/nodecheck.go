@@ -1,0 +1,285 @@
+package diagnose
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Problem codes a node check adds to the finding codes (docs/slurm.md).
+const (
+	// CodeGPUNotFree: a process holds memory on a GPU a job is about to get (prolog) or has
+	// just given back (epilog).
+	CodeGPUNotFree = "gpu-not-free"
+	// CodeGPUMissing: Slurm gave the job a GPU that nvidia-smi does not list.
+	CodeGPUMissing = "gpu-missing"
+)
+
+// NodeScope is what a node check (gputriage node-check, run by Slurm on the node) judges.
+type NodeScope struct {
+	// GPUs are the GPU indexes (nvidia-smi's) of the job the check runs for; nil: the whole
+	// node (the health check).
+	GPUs []int
+	// Missing are GPUs Slurm named (as it names them) that the host does not list.
+	Missing []string
+	// RequireFree: every GPU in GPUs must be free, whoever holds it: the job that had it has
+	// ended (epilog), or the job that gets it has not started (prolog).
+	RequireFree bool
+}
+
+// NodeProblem is one reason a node is not fit for work, with the typed facts a drain reason
+// is made of.
+type NodeProblem struct {
+	Code     string // a finding code, gpu-not-free or gpu-missing
+	Severity Severity
+	Title    string // for people; host text inside: sanitize before printing
+	GPUs     []int
+	// The culprit, when one process is: its PID, program (raw host text), memory on GPU, and
+	// Slurm job.
+	PID     int
+	Program string
+	MiB     int64
+	GPU     int
+	Job     string
+}
+
+// CheckNode judges a node for Slurm: the findings at warning or worse that concern the scope
+// (every one, for the whole node; those naming its GPUs, and any nvidia-smi failure, for a
+// job's GPUs), and with RequireFree every process holding memory on the scope's GPUs that no
+// finding already names. Most severe first.
+func CheckNode(r Result, scope NodeScope) []NodeProblem {
+	var out []NodeProblem
+	named := map[int]bool{}
+	for _, f := range r.Findings {
+		if f.Severity < Warning || !scope.concerns(f) {
+			continue
+		}
+		p := NodeProblem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs, GPU: -1}
+		if len(f.PIDs) > 0 {
+			p.culprit(r, f.PIDs[0], f.GPUs)
+		}
+		for _, pid := range f.PIDs {
+			named[pid] = true
+		}
+		out = append(out, p)
+	}
+	for _, m := range scope.Missing {
+		out = append(out, NodeProblem{Code: CodeGPUMissing, Severity: Error, GPU: -1,
+			Title: fmt.Sprintf("GPU %s, given to the job by Slurm, is not listed by nvidia-smi", m)})
+	}
+	if scope.RequireFree {
+		out = append(out, notFree(r, scope.GPUs, named)...)
+	}
+	slices.SortStableFunc(out, func(a, b NodeProblem) int { return int(b.Severity - a.Severity) })
+	return out
+}
+
+// concerns reports whether a finding is about the scope. For a job's GPUs, a memory
+// imbalance is not: it compares them with the others, and what matters to the job, a GPU of
+// its own that is not free, RequireFree checks directly.
+func (sc NodeScope) concerns(f Finding) bool {
+	if sc.GPUs == nil || f.Code == CodeSMIFailed {
+		return true
+	}
+	if f.Code == CodeMemoryImbalance {
+		return false
+	}
+	for _, g := range f.GPUs {
+		if slices.Contains(sc.GPUs, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// notFree are the holders of memory on gpus that no finding names: one problem per process.
+func notFree(r Result, gpus []int, named map[int]bool) []NodeProblem {
+	var out []NodeProblem
+	for _, gp := range r.Processes {
+		if named[gp.PID] {
+			continue
+		}
+		var on []int
+		for _, g := range gpus {
+			if _, ok := gp.GPUMemoryMiB[g]; ok {
+				on = append(on, g)
+			}
+		}
+		if len(on) == 0 {
+			continue
+		}
+		p := NodeProblem{Code: CodeGPUNotFree, Severity: Error, GPUs: on}
+		p.culprit(r, gp.PID, on)
+		p.Title = fmt.Sprintf("PID %d (%s) holds %s on GPU %d, a GPU of the job that must be free",
+			gp.PID, processLabel(gp), fmtMiB(p.MiB), p.GPU)
+		if gp.SlurmJob != "" {
+			p.Title += "; it is of Slurm job " + gp.SlurmJob
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// culprit fills in what the process pid holds, on the first of gpus it has memory on.
+func (p *NodeProblem) culprit(r Result, pid int, gpus []int) {
+	p.PID, p.GPU = pid, -1
+	i := slices.IndexFunc(r.Processes, func(gp GPUProcess) bool { return gp.PID == pid })
+	if i < 0 {
+		return
+	}
+	gp := r.Processes[i]
+	p.Program, p.Job = processLabel(gp), gp.SlurmJob
+	for _, g := range append(slices.Clone(gpus), gp.GPUs...) {
+		if mib, ok := gp.GPUMemoryMiB[g]; ok {
+			p.GPU, p.MiB = g, mib
+			return
+		}
+	}
+}
+
+// processLabel is the program a process runs, else its name.
+func processLabel(gp GPUProcess) string {
+	if gp.Program != "" {
+		return gp.Program
+	}
+	return gp.Name
+}
+
+// JobGPUs resolves the GPUs Slurm gave a job to nvidia-smi indexes. slurmGPUs is
+// SLURM_JOB_GPUS: the N of each /dev/nvidiaN, matched to a GPU's minor number (its index when
+// the minor number is unknown). cudaVisible, CUDA_VISIBLE_DEVICES, is read only when
+// slurmGPUs is empty: indexes or GPU UUIDs. IDs no GPU matches are returned as missing; a
+// value that is not an ID is an error. Both empty: nil, nil (no job GPUs known).
+func JobGPUs(s *parse.Snapshot, slurmGPUs, cudaVisible string) (gpus []int, missing []string, err error) {
+	list, byMinor := slurmGPUs, true
+	if strings.TrimSpace(list) == "" {
+		list, byMinor = cudaVisible, false
+	}
+	if strings.TrimSpace(list) == "" {
+		return nil, nil, nil
+	}
+	gpus = []int{}
+	for _, id := range strings.Split(list, ",") {
+		id = strings.TrimSpace(id)
+		g, ok, err := gpuByID(s, id, byMinor)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case !ok:
+			missing = append(missing, id)
+		case !slices.Contains(gpus, g):
+			gpus = append(gpus, g)
+		}
+	}
+	slices.Sort(gpus)
+	return gpus, missing, nil
+}
+
+// gpuByID finds the GPU an ID names: a number (a minor number, or an index), or a UUID.
+func gpuByID(s *parse.Snapshot, id string, byMinor bool) (int, bool, error) {
+	if strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-") {
+		for _, g := range s.GPUs {
+			if strings.EqualFold(g.UUID, id) {
+				return g.Index, true, nil
+			}
+		}
+		return 0, false, nil
+	}
+	n, err := strconv.Atoi(id)
+	if err != nil || n < 0 || len(id) > 6 {
+		return 0, false, fmt.Errorf("%w: a GPU id is a number or a UUID, got %q", ErrBadGPUList, id)
+	}
+	for _, g := range s.GPUs {
+		minor := g.Index
+		if byMinor && g.MinorNumber != nil {
+			minor = *g.MinorNumber
+		}
+		if minor == n {
+			return g.Index, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// ErrBadGPUList is a job GPU list (SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES) that is not one.
+var ErrBadGPUList = errors.New("bad GPU list")
+
+// maxDrainReason is the longest drain reason DrainReason makes: sinfo -R shows it whole.
+const maxDrainReason = 80
+
+// DrainReason is the reason `scontrol update state=drain` gets for these problems (the first
+// is the most severe): "gputriage: CODE (PROGRAM) PID N MIB MiB GPU G job J", with "+N more"
+// when other problems have other culprits, at most 80 bytes of printable ASCII whatever the
+// host's text: the program name keeps only [A-Za-z0-9._:/+-] and is shortened first, then
+// dropped.
+func DrainReason(problems []NodeProblem) string {
+	if len(problems) == 0 {
+		return ""
+	}
+	p := problems[0]
+	others := 0
+	for _, q := range problems[1:] {
+		if q.PID == 0 || q.PID != p.PID {
+			others++
+		}
+	}
+	more := ""
+	if others > 0 {
+		more = fmt.Sprintf(" +%d more", others)
+	}
+	var facts []string
+	if p.PID > 0 {
+		facts = append(facts, fmt.Sprintf("PID %d", p.PID))
+	}
+	if p.GPU >= 0 {
+		facts = append(facts, fmt.Sprintf("%d MiB GPU %d", p.MiB, p.GPU))
+	} else if len(p.GPUs) > 0 {
+		facts = append(facts, "GPU "+FormatGPUs(p.GPUs))
+	}
+	if j := reasonWord(p.Job, 12); j != "" {
+		facts = append(facts, "job "+j)
+	}
+	head := "gputriage: " + reasonWord(p.Code, 24)
+	tail := strings.Join(facts, " ") + more
+	prog := reasonWord(p.Program, 24)
+	compose := func(prog string) string {
+		parts := []string{head}
+		if prog != "" {
+			parts = append(parts, "("+prog+")")
+		}
+		if tail != "" {
+			parts = append(parts, tail)
+		}
+		return strings.Join(parts, " ")
+	}
+	r := compose(prog)
+	for len(r) > maxDrainReason && prog != "" {
+		prog = prog[:max(len(prog)-(len(r)-maxDrainReason), 0)]
+		if len(prog) < 4 {
+			prog = ""
+		}
+		r = compose(prog)
+	}
+	if len(r) > maxDrainReason {
+		r = r[:maxDrainReason]
+	}
+	return r
+}
+
+// reasonWord keeps of host text only the bytes a drain reason may carry, at most n of them.
+func reasonWord(s string, n int) string {
+	var b strings.Builder
+	for i := 0; i < len(s) && b.Len() < n; i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._:/+-", c) >= 0 {
+			b.WriteByte(c)
+		} else if c == ' ' && b.Len() > 0 {
+			b.WriteByte('_')
+		}
+	}
+	return strings.TrimRight(b.String(), "_")
+}
