@@ -228,16 +228,3 @@ func shellArg(s string) string {
 	}
 	return shellWord(s)
 }
-
-// unitStopCommand stops u through its own manager: the system's, or as root the user's
-// (systemctl --user --machine=USER@).
-func (h *host) unitStopCommand(u unitRef) string {
-	if u.UserUID == nil {
-		return h.sudo(nil) + "systemctl stop -- " + shellArg(u.Name)
-	}
-	who := h.uidNames[*u.UserUID]
-	if who == "" {
-		who = strconv.Itoa(*u.UserUID)
-	}
-	return h.sudo(nil) + "systemctl --user --machine=" + shellWord(who+"@") + " stop -- " + shellArg(u.Name)
-}

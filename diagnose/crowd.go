@@ -9,9 +9,17 @@ import "fmt"
 // building it would cost gigabytes.
 const maxDetailed = 1000
 
-// foldedFinding is the one finding that stands for the processes beyond maxDetailed.
+// foldedFinding is the one finding that stands for the processes beyond maxDetailed. It
+// carries the checks of its code but no actions: those would be as many as the processes,
+// which is what folding avoids; each is the action its detailed finding would carry.
 func foldedFinding(code string, sev Severity, what string, pids []int) Finding {
 	f := Finding{Code: code, Severity: sev, PIDs: pids}
+	switch code {
+	case CodeLeftoverProcess:
+		f.Checks = []Command{verifyGPU}
+	case CodeShmDeletedMapped:
+		f.Checks = []Command{verifyShm}
+	}
 	f.Title = fmt.Sprintf("%s more %s %s (not detailed)", thousands(int64(len(pids))), plural(len(pids), "process", "processes"), what)
 	f.Explanation = fmt.Sprintf("This host has more than %s such processes; the first %s are detailed above, and these are listed by PID only. Treat them the same way once the detailed ones are understood.",
 		thousands(maxDetailed), thousands(maxDetailed))

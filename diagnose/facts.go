@@ -27,6 +27,23 @@ const (
 	ReasonMuchOlder      ReasonCode = "much-older"      // much older than the comparable GPU work
 )
 
+// Reason codes of probe-limited: what the probe could not see. A strong one makes the
+// finding a warning: the gap hides something that matters.
+const (
+	ReasonProbeNote        ReasonCode = "probe-note"        // a note the probe printed: Note, Detail its message
+	ReasonNotRoot          ReasonCode = "not-root"          // the probe ran as Detail, not root
+	ReasonCaptureTruncated ReasonCode = "capture-truncated" // the capture ended before the probe's final marker
+	ReasonSectionTruncated ReasonCode = "section-truncated" // section Detail was cut at its limit of Bytes
+	ReasonAppsUnknown      ReasonCode = "apps-unknown"      // nvidia-smi's compute-app query failed or did not run
+	ReasonUnmatchedApp     ReasonCode = "unmatched-app"     // PID's compute app is on GPU UUID Detail, not in the GPU list
+	ReasonFieldFallback    ReasonCode = "field-fallback"    // the driver lacks memory.reserved and mig.mode.current
+	ReasonShmUnlisted      ReasonCode = "shm-unlisted"      // /dev/shm could not be listed
+	ReasonShmTruncated     ReasonCode = "shm-truncated"     // the /dev/shm listing was cut at its bound
+	ReasonNoTimeout        ReasonCode = "no-timeout"        // the host has no timeout(1)
+	ReasonPIDUnreadable    ReasonCode = "pid-unreadable"    // nvidia-smi lists PID, /proc/PID could not be read
+	ReasonPIDExited        ReasonCode = "pid-exited"        // PID exited while the probe ran
+)
+
 // Reason is one piece of evidence behind a finding, with the data its words are made of.
 type Reason struct {
 	Code ReasonCode
@@ -49,6 +66,11 @@ type Reason struct {
 	// Orphaned is set on much-older when the process is orphaned too (the two are one
 	// strong reason together).
 	Orphaned bool
+	// Note is a probe note's code (probe-note); Detail the text the reason names: the
+	// note's message, the probe's user (not-root), a section's name, a GPU UUID.
+	Note, Detail string
+	// Bytes is a size the reason names: a section's limit (section-truncated).
+	Bytes int64
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.
@@ -65,6 +87,11 @@ const (
 	ActionRemoveFiles   ActionKind = "remove-files"   // rm files nothing uses
 	ActionInspect       ActionKind = "inspect"        // commands that look, for a person to judge
 	ActionDriver        ActionKind = "driver"         // driver, module or hardware repair
+	// ActionNarrowLaunch launches only on the GPUs with room (CUDA_VISIBLE_DEVICES); Target
+	// is the environment it sets. It frees nothing.
+	ActionNarrowLaunch ActionKind = "narrow-launch"
+	// ActionResizeShm enlarges /dev/shm; Target is "/dev/shm". It frees nothing by itself.
+	ActionResizeShm ActionKind = "resize-shm"
 )
 
 // Action is one thing to do about a finding, as structured commands. Kind and Target are its
@@ -112,7 +139,14 @@ type ShmFile struct {
 	Bytes        *int64 // nil when the size is unknown
 	Deleted      bool
 	Mapped, Open bool
-	PIDs         []int // every process that keeps it (shm-deleted-mapped) or none
-	Owner        string
-	Age          *time.Duration // since last modified, for stale files
+	PIDs         []int // the processes that keep it (shm-deleted-mapped) or use it (shm-full)
+	// MorePIDs counts the keepers left out of PIDs, which names the finding's process and
+	// at most ten others, so that a file thousands of processes keep costs linear size.
+	MorePIDs int
+	Owner    string
+	Age      *time.Duration // since last modified, for stale files
+	// Dir is set for a directory; Bytes is then the size of every file below it.
+	Dir bool
+	// Modified is when it, or anything below it, was last modified (shm-stale, shm-full).
+	Modified *time.Time
 }

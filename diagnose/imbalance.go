@@ -2,7 +2,6 @@ package diagnose
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,111 +79,70 @@ func (h *host) imbalanceFindings() []Finding {
 	return out
 }
 
-func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
-	lo, hi := grp[0], grp[0]
+// groupCheck is SGLang's and vLLM's startup checks on one group of same-size GPUs: the GPUs
+// with least (lo) and most (hi) free memory, what SGLang needs (0.9 × hi's free), the GPUs
+// below it (short), and per GPU vLLM's verdict against 0.9 × the total CUDA reports (cudaMiB).
+type groupCheck struct {
+	grp                     []gpuMem
+	lo, hi                  gpuMem
+	idx, short, vfail, pass []int
+	needMiB                 int64
+	cudaMiB, vneedMiB       int64
+}
+
+// checkGroup runs the checks; false when SGLang's passes or the spread is too small to matter.
+func checkGroup(grp []gpuMem) (groupCheck, bool) {
+	c := groupCheck{grp: grp, lo: grp[0], hi: grp[0]}
 	maxTotal := grp[0].total
 	for _, m := range grp[1:] {
-		if m.free < lo.free {
-			lo = m
+		if m.free < c.lo.free {
+			c.lo = m
 		}
-		if m.free > hi.free {
-			hi = m
+		if m.free > c.hi.free {
+			c.hi = m
 		}
 		maxTotal = max(maxTotal, m.total)
 	}
-	limit := sglangRatio * float64(hi.free)
-	need := sglangNeed(hi.free)
-	spread := hi.free - lo.free
-	if float64(lo.free) >= limit || spread < minSpreadMiB || float64(spread) < minSpreadFraction*float64(maxTotal) {
-		return Finding{}, false
+	limit := sglangRatio * float64(c.hi.free)
+	c.needMiB = sglangNeed(c.hi.free)
+	spread := c.hi.free - c.lo.free
+	if float64(c.lo.free) >= limit || spread < minSpreadMiB || float64(spread) < minSpreadFraction*float64(maxTotal) {
+		return groupCheck{}, false
 	}
-
-	var idx, short, pass []int
-	for _, m := range grp {
-		idx = append(idx, m.g.Index)
-		if float64(m.free) < limit {
-			short = append(short, m.g.Index)
-		}
-	}
-
-	f := Finding{Code: CodeMemoryImbalance, GPUs: idx}
-	f.Title = fmt.Sprintf("SGLang's TP check fails on %s: GPU %d has %s free vs %s on GPU %d",
-		FormatGPUs(idx), lo.g.Index, fmtMiB(lo.free), fmtMiB(hi.free), hi.g.Index)
-
-	// The group and each GPU's memory, GPUs with identical numbers on one line.
-	f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, %s total each", FormatGPUs(idx), groupName(grp), totalRange(grp)))
-	type row struct {
-		used, free int64
-		known      bool
-	}
-	var rows []row
-	rowGPUs := map[row][]int{}
-	for _, m := range grp {
-		r := row{m.used, m.free, m.usedKnown}
-		if _, ok := rowGPUs[r]; !ok {
-			rows = append(rows, r)
-		}
-		rowGPUs[r] = append(rowGPUs[r], m.g.Index)
-	}
-	for _, r := range rows {
-		used := "used unknown"
-		if r.known {
-			used = "used " + fmtMiB(r.used)
-		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: %s, free %s", FormatGPUs(rowGPUs[r]), used, fmtMiBGiB(r.free)))
-	}
-	check := fmt.Sprintf("%s < 0.9 × %s = %s", thousands(lo.free), thousands(hi.free), fmtMiB(need))
-	f.Evidence = append(f.Evidence, fmt.Sprintf("SGLang TP check: min free %s (GPU %d) < 0.9 × max free %s (GPU %d) = %s → fails",
-		fmtMiB(lo.free), lo.g.Index, fmtMiB(hi.free), hi.g.Index, fmtMiB(need)))
-
 	// vLLM: per GPU, free >= ceil(utilization × total), total as CUDA reports it (nvidia-smi's
 	// total less its reserved memory), as readiness computes it.
-	var vfail []int
+	c.cudaMiB = cudaTotal(grp[0].g)
+	c.vneedMiB = ceilMul(vllmUtilization, c.cudaMiB)
 	for _, m := range grp {
+		c.idx = append(c.idx, m.g.Index)
+		if float64(m.free) < limit {
+			c.short = append(c.short, m.g.Index)
+		}
 		if m.free < ceilMul(vllmUtilization, cudaTotal(m.g)) {
-			vfail = append(vfail, m.g.Index)
+			c.vfail = append(c.vfail, m.g.Index)
 		} else {
-			pass = append(pass, m.g.Index)
+			c.pass = append(c.pass, m.g.Index)
 		}
 	}
-	ct := cudaTotal(grp[0].g)
-	vneed := ceilMul(vllmUtilization, ct)
-	cudaNote := ""
-	if ct != grp[0].total {
-		cudaNote = fmt.Sprintf(" (%s total − %s reserved, as CUDA counts it)", thousands(grp[0].total), thousands(grp[0].total-ct))
-	}
-	vline := fmt.Sprintf("vLLM check (gpu_memory_utilization=0.9): needs 0.9 × %s%s = %s free per GPU → ",
-		thousands(ct), cudaNote, fmtMiB(vneed))
-	switch {
-	case len(vfail) == 0:
-		vline += "passes on every GPU"
-	case len(pass) == 0:
-		vline += "fails on every GPU (lowest " + fmtMiB(lo.free) + " free)"
-	default:
-		vline += fmt.Sprintf("fails on %s (lowest %s free); %s pass", FormatGPUs(vfail), fmtMiB(lo.free), FormatGPUs(pass))
-	}
-	f.Evidence = append(f.Evidence, vline)
+	return c, true
+}
 
-	im := h.judgeImbalance(grp, short)
-	f.Imbalance = im
-	f.Evidence = append(f.Evidence, h.imbalanceHolderLines(im)...)
+// imbalance is the memory-imbalance finding of one group, when SGLang's check fails on it.
+func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
+	c, ok := checkGroup(grp)
+	if !ok {
+		return Finding{}, false
+	}
+	im := h.judgeImbalance(grp, c.short)
+	f := Finding{Code: CodeMemoryImbalance, GPUs: c.idx, Imbalance: im, Severity: Info}
 	f.PIDs = append(slices.Clone(im.Leftover), im.Healthy...)
 	slices.Sort(f.PIDs)
-	f.Severity = Info
 	if len(im.Leftover) > 0 || im.unlisted() > 0 || len(im.Healthy) == 0 {
 		f.Severity = Error
 	}
-	f.Explanation = fmt.Sprintf("A tensor-parallel launch across %s fails SGLang's startup check (\"The memory capacity is unbalanced. Some GPUs may be occupied by other processes.\"): "+
-		"each rank takes the smallest free memory across all ranks and refuses to start if it is below 90%% of its own free memory. "+
-		"Here GPU %d has %s free and GPU %d has %s, and %s. "+
-		"SGLang prints these numbers in GiB, measured after each rank has created its CUDA context, so its figures read a little lower. ",
-		FormatGPUs(idx), lo.g.Index, fmtMiB(lo.free), hi.g.Index, fmtMiB(hi.free), check)
-	if len(vfail) > 0 {
-		f.Explanation += fmt.Sprintf("vLLM checks each GPU on its own: with gpu_memory_utilization=0.9 it needs %s free on every GPU, which %s %s not have. ",
-			fmtMiB(vneed), FormatGPUs(vfail), plural(len(vfail), "does", "do"))
-	}
-	f.Explanation += h.imbalanceVerdict(im)
-	f.Fix = h.imbalanceFix(im, pass)
+	actions, omitted := h.imbalanceActions(im, c.pass)
+	f.Actions, f.Checks = actions, []Command{verifyGPUFree}
+	h.imbalanceWords(&f, c, omitted)
 	return f, true
 }
 
@@ -255,45 +213,17 @@ func (h *host) busyFindings() []Finding {
 	}
 	for _, k := range keys {
 		procs := jobs[k]
-		perGPU := map[int]int64{}
-		var total int64
 		f := Finding{Code: CodeGPUBusy, Severity: Info}
 		for _, gp := range procs {
 			f.PIDs = append(f.PIDs, gp.PID)
-			for g, m := range gp.GPUMemoryMiB {
-				perGPU[g] += m
-				total += m
+			for g := range gp.GPUMemoryMiB {
+				if !slices.Contains(f.GPUs, g) {
+					f.GPUs = append(f.GPUs, g)
+				}
 			}
-		}
-		for g := range perGPU {
-			f.GPUs = append(f.GPUs, g)
 		}
 		slices.Sort(f.GPUs)
-		title := h.jobTitle(k, procs)
-		f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), len(procs), plural(len(procs), "process", "processes"))
-		f.Explanation = fmt.Sprintf("This GPU memory is held by %s, and nothing suggests %s abandoned. This is information about the host, not a problem.",
-			title, plural(len(procs), "it is", "they are"))
-		f.Evidence = append(f.Evidence, h.ownerEvidence(procs[0])...)
-		for _, g := range f.GPUs {
-			line := fmt.Sprintf("GPU %d: %s used by this job", g, fmtMiB(perGPU[g]))
-			if gg := h.gpuByIndex[g]; gg != nil && gg.MemoryUsedMiB != nil && gg.MemoryTotalMiB != nil {
-				line += fmt.Sprintf(" (GPU: %s of %s used)", thousands(*gg.MemoryUsedMiB), fmtMiB(*gg.MemoryTotalMiB))
-			}
-			f.Evidence = append(f.Evidence, line)
-		}
-		const maxLines = 10
-		for i, gp := range procs {
-			if i == maxLines {
-				f.Evidence = append(f.Evidence, fmt.Sprintf("… and %d more processes", len(procs)-maxLines))
-				break
-			}
-			age := "age unknown"
-			if gp.Elapsed != nil {
-				age = "up " + FormatAge(*gp.Elapsed)
-			}
-			f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d (%s, %s, %s on %s): %s", gp.PID, h.userName(gp.UID, gp.User), age,
-				fmtMiB(gp.memMiB()), FormatGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
-		}
+		h.busyWords(&f, k, procs)
 		out = append(out, f)
 	}
 	if len(folded) > 0 {

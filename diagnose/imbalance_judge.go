@@ -2,15 +2,14 @@ package diagnose
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 )
 
 // Imbalance is the judgement behind a memory-imbalance finding, as typed facts: who holds the
 // memory the check misses, which of them are left over, and whether stopping those would be
-// enough. The finding's words are composed from it in one place (imbalanceHolderLines,
-// imbalanceVerdict, imbalanceFix), so a sentence cannot call healthy work left over.
+// enough. The finding's words are composed from it in one place (words_imbalance.go), and
+// its actions stop only the leftovers (imbalanceActions), so neither a sentence nor a command
+// can call healthy work left over.
 type Imbalance struct {
 	// Short are the GPUs below SGLang's 0.9 × max free, with who holds their memory.
 	Short []ShortGPU
@@ -129,40 +128,6 @@ func (h *host) judgeImbalance(grp []gpuMem, short []int) *Imbalance {
 // processes on one GPU gives a readable finding of bounded size.
 const maxHolderLines = 20
 
-// imbalanceHolderLines are the evidence lines naming who holds each short GPU's memory,
-// each holder marked as left over or healthy.
-func (h *host) imbalanceHolderLines(im *Imbalance) []string {
-	var ev []string
-	for _, sg := range im.Short {
-		for i, s := range sg.Holders {
-			if i == maxHolderLines {
-				var rest int64
-				for _, t := range sg.Holders[i:] {
-					rest += t.MiB
-				}
-				ev = append(ev, fmt.Sprintf("GPU %d: … and %d more processes holding %s", sg.Index, len(sg.Holders)-i, fmtMiB(rest)))
-				break
-			}
-			judged := " (looks healthy)"
-			if s.Leftover {
-				judged = " (looks abandoned: see leftover-process)"
-			}
-			ev = append(ev, fmt.Sprintf("GPU %d: PID %d holds %s: %s%s", sg.Index, s.PID, fmtMiB(s.MiB), h.cmdline(s.PID), judged))
-		}
-		if sg.UnlistedMiB > 0 {
-			line := fmt.Sprintf("GPU %d: %s used by no listed process (see ghost-memory)", sg.Index, fmtMiB(sg.UnlistedMiB))
-			if len(sg.DeviceOpen) > 0 {
-				line += fmt.Sprintf("; /dev/nvidia%d is open in %s", sg.Index, fmtPIDs(firstN(sg.DeviceOpen, maxHolderLines)))
-				if len(sg.DeviceOpen) > maxHolderLines {
-					line += fmt.Sprintf(" and %d more", len(sg.DeviceOpen)-maxHolderLines)
-				}
-			}
-			ev = append(ev, line)
-		}
-	}
-	return ev
-}
-
 func setOf(xs []int) map[int]bool {
 	m := make(map[int]bool, len(xs))
 	for _, x := range xs {
@@ -176,21 +141,6 @@ func firstN(xs []int, n int) []int {
 		return xs[:n]
 	}
 	return xs
-}
-
-// whoList names processes for a sentence: "PID 7 (python3 -m x, 5,000 MiB)", at most ten.
-func (h *host) whoList(pids []int) string {
-	const most = 10
-	var who []string
-	for i, pid := range pids {
-		if i == most {
-			who = append(who, fmt.Sprintf("%d more", len(pids)-most))
-			break
-		}
-		gp := h.gpByPID[pid]
-		who = append(who, fmt.Sprintf("PID %d (%s, %s)", pid, shortCmd(gp), fmtMiB(gp.memMiB())))
-	}
-	return strings.Join(who, ", ")
 }
 
 // healthyOn are the healthy holders of the given GPUs, sorted.
@@ -221,106 +171,32 @@ func (im *Imbalance) shortIndexes() []int {
 	return xs
 }
 
-// imbalanceVerdict says who is to blame and what would restore balance, from the judgement.
-func (h *host) imbalanceVerdict(im *Imbalance) string {
-	short := FormatGPUs(im.shortIndexes())
-	var b strings.Builder
-	n := len(im.Leftover)
-	switch {
-	case n > 0 && im.BalancedAfter:
-		fmt.Fprintf(&b, "Of the memory missing on %s, %s %s left over from an earlier run (see leftover-process): stopping %s brings the GPUs back into balance.",
-			short, h.whoList(im.Leftover), plural(n, "looks", "look"), plural(n, "it", "them"))
-	case n > 0:
-		fmt.Fprintf(&b, "Of the memory missing on %s, %s %s left over from an earlier run (see leftover-process) and should be stopped, but that alone does not restore balance: ",
-			short, h.whoList(im.Leftover), plural(n, "looks", "look"))
-		h.stillShortWords(&b, im)
-	case im.unlisted() > 0 || len(im.Healthy) == 0:
-		var on []int
-		for _, sg := range im.Short {
-			if sg.UnlistedMiB > 0 {
-				on = append(on, sg.Index)
-			}
-		}
-		if len(on) == 0 {
-			on = im.shortIndexes()
-		}
-		fmt.Fprintf(&b, "nvidia-smi lists no process for %s of the memory used on %s (see ghost-memory), so nothing on this host is known to be using it.",
-			fmtMiB(im.unlisted()), FormatGPUs(on))
-	default:
-		// Every byte is held by work that looks healthy: the host is shared between jobs,
-		// which explains why a wide launch fails but is not a fault of the host.
-		fmt.Fprintf(&b, "The memory on %s is held by running work that looks healthy: %s. Either wait for it to finish, or launch only on the GPUs that have room, with CUDA_VISIBLE_DEVICES set to them and a tensor-parallel size that fits.",
-			short, h.whoList(im.Healthy))
-		return b.String()
-	}
-	healthy := im.Healthy
-	if n > 0 && !im.BalancedAfter {
-		named := setOf(im.healthyOn(im.StillShort)) // already named as healthy above
-		healthy = slices.DeleteFunc(slices.Clone(healthy), func(pid int) bool { return named[pid] })
-	}
-	if len(healthy) > 0 {
-		fmt.Fprintf(&b, " %s %s healthy work, not left over.", h.whoList(healthy), plural(len(healthy), "is", "are"))
-	}
-	return b.String()
-}
-
-// stillShortWords says, with numbers, why stopping the leftovers is not enough and what is.
-func (h *host) stillShortWords(b *strings.Builder, im *Imbalance) {
-	var parts []string
-	for _, g := range im.StillShort {
-		parts = append(parts, fmt.Sprintf("GPU %d would have %s free", g, fmtMiB(im.FreeAfterMiB[g])))
-	}
-	fmt.Fprintf(b, "afterwards %s, below the %s (0.9 × the largest free) the check needs", strings.Join(parts, ", "), fmtMiB(im.NeedAfterMiB))
-	var because []string
-	if hs := im.healthyOn(im.StillShort); len(hs) > 0 {
-		because = append(because, "healthy work holds it: "+h.whoList(hs))
-	}
-	var unlisted int64
-	still := setOf(im.StillShort)
-	for _, sg := range im.Short {
-		if still[sg.Index] {
-			unlisted += sg.UnlistedMiB
-		}
-	}
-	if unlisted > 0 {
-		because = append(because, fmtMiB(unlisted)+" is used by no listed process (see ghost-memory)")
-	}
-	if len(because) > 0 {
-		b.WriteString(", because " + strings.Join(because, ", and "))
-	}
-	b.WriteString(". ")
-	if len(im.RoomAfter) > 0 {
-		fmt.Fprintf(b, "After stopping the leftovers, launch only on %s (%s) with a tensor-parallel size that fits, or wait until %s %s free again.",
-			FormatGPUs(im.RoomAfter), h.visibleDevices(im.RoomAfter), FormatGPUs(im.StillShort), plural(len(im.StillShort), "is", "are"))
-	} else {
-		fmt.Fprintf(b, "Wait until %s %s free again.", FormatGPUs(im.StillShort), plural(len(im.StillShort), "is", "are"))
-	}
-}
-
-// imbalanceFix stops only the leftovers, then narrows a launch to the GPUs with room when
-// that is what would work.
-func (h *host) imbalanceFix(im *Imbalance, pass []int) []string {
-	var fix []string
-	seen := map[string]bool{}
+// imbalanceActions stop only the leftovers (the first maxHolderLines of them; omitted counts
+// the rest), then narrow a launch to the GPUs with room when that is what would work.
+func (h *host) imbalanceActions(im *Imbalance, pass []int) (actions []Action, omitted int) {
 	for i, pid := range im.Leftover {
 		if i == maxHolderLines {
-			fix = append(fix, fmt.Sprintf("# and %s more leftover processes: their commands are in their leftover-process findings", thousands(int64(len(im.Leftover)-i))))
+			omitted = len(im.Leftover) - i
 			break
 		}
-		for _, c := range h.stopCommands(h.gpByPID[pid]) {
-			if !seen[c] {
-				seen[c] = true
-				fix = append(fix, c)
-			}
-		}
+		actions = addAction(actions, h.stopAction(h.gpByPID[pid]))
 	}
 	switch {
 	case len(im.Leftover) == 0 && len(im.Healthy) > 0 && im.unlisted() == 0 && len(pass) > 0:
-		fix = append(fix, "export "+h.visibleDevices(pass)+"  # only the GPUs with room")
+		actions = append(actions, h.narrowLaunch(pass, "only the GPUs with room"))
 	case len(im.Leftover) > 0 && !im.BalancedAfter && len(im.RoomAfter) > 0:
-		fix = append(fix, "export "+h.visibleDevices(im.RoomAfter)+"  # the GPUs with room once the leftovers are stopped")
+		actions = append(actions, h.narrowLaunch(im.RoomAfter, "the GPUs with room once the leftovers are stopped"))
 	}
-	return append(fix, "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv")
+	return actions, omitted
+}
+
+// verifyGPUFree shows each GPU's used and free memory.
+var verifyGPUFree = Command{Line: "nvidia-smi --query-gpu=index,memory.used,memory.free --format=csv"}
+
+// narrowLaunch is the action of launching only on gpus.
+func (h *host) narrowLaunch(gpus []int, note string) Action {
+	env := h.visibleDevices(gpus)
+	return Action{Kind: ActionNarrowLaunch, Target: env, Steps: []Command{{Line: "export " + env, Note: note}}}
 }
 
 // visibleDevices is the environment that makes CUDA use exactly these GPUs, numbered as

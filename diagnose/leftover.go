@@ -19,9 +19,6 @@ const (
 	olderMargin = time.Hour
 )
 
-// verifyGPU is the command that shows whether a fix gave GPU memory back.
-const verifyGPU = "nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
-
 // transientShmPrefixes name /dev/shm files that runtimes create and unlink at once by design
 // (NCCL, PyTorch's file_descriptor sharing, POSIX semaphores, Python's SharedMemory, Ray's
 // object store, MPI/UCX transports): a live process mapping such a deleted file is normal.
@@ -102,10 +99,19 @@ func deletedShm(p *parse.Process) []parse.ShmUse {
 // leftoverVerdict is why a process looks abandoned. It is a leftover only with at least one
 // strong reason; weak ones are shown alongside.
 type leftoverVerdict struct {
-	strong, weak []string
+	strong, weak []Reason
 }
 
-func (v leftoverVerdict) reasons() []string { return append(slices.Clone(v.strong), v.weak...) }
+// reasons are the verdict's reasons, strong first.
+func (v leftoverVerdict) reasons() []Reason { return append(slices.Clone(v.strong), v.weak...) }
+
+func (v *leftoverVerdict) add(r Reason) {
+	if r.Strong {
+		v.strong = append(v.strong, r)
+	} else {
+		v.weak = append(v.weak, r)
+	}
+}
 
 // managed reports whether something other than a login shell owns the process: a service, a
 // container, a pod or a Slurm job. Orphaned processes there are normal (daemons re-parent).
@@ -131,48 +137,43 @@ func (h *host) judgeLeftovers() {
 	}
 }
 
+// leftoverReasons judges gp: every reason it looks abandoned, as typed facts.
 func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict {
 	var v leftoverVerdict
+	pid := gp.PID
 	ref, inUnit := h.procUnit(gp)
 	if u := h.unitState(ref); inUnit && u != nil {
 		switch u.ActiveState {
 		case "inactive", "failed", "deactivating":
-			s := fmt.Sprintf("its systemd unit %s is %s", h.unitLabel(ref), u.ActiveState)
-			if u.Result != "" && u.Result != "success" {
-				s += " (result: " + u.Result + ")"
+			r := Reason{Code: ReasonUnitStopped, Strong: true, PID: pid, Unit: h.unitLabel(ref), State: u.ActiveState}
+			if u.Result != "success" {
+				r.Result = u.Result
 			}
-			v.strong = append(v.strong, s+", yet the process is still running")
+			v.add(r)
 		}
 		if isSessionScope(u.Name) && u.SubState == "abandoned" {
-			v.weak = append(v.weak, "the login session that started it ("+h.unitLabel(ref)+") has ended")
+			v.add(Reason{Code: ReasonSessionEnded, PID: pid, Unit: h.unitLabel(ref)})
 		}
 	}
 	if ref, older, ok := h.strayInUnit(gp); ok {
-		s := fmt.Sprintf("it runs in %s's cgroup but not under the unit's current main process: it was orphaned (parent PID 1)", h.unitLabel(ref))
-		if older {
-			v.strong = append(v.strong, s+" and started before that main process, so an earlier stop or restart of the unit left it behind (KillMode=process)")
-		} else {
-			v.weak = append(v.weak, s)
-		}
+		v.add(Reason{Code: ReasonStrayInUnit, Strong: older, Older: older, PID: pid, Unit: h.unitLabel(ref)})
 	}
 	switch p.State {
 	case "Z":
-		v.strong = append(v.strong, "it is a zombie (state Z): it has exited but its parent has not reaped it")
+		v.add(Reason{Code: ReasonZombie, Strong: true, PID: pid, State: p.State})
 	case "T":
-		v.strong = append(v.strong, "it is stopped (state T, e.g. suspended with Ctrl-Z or SIGSTOP)")
+		v.add(Reason{Code: ReasonStopped, Strong: true, PID: pid, State: p.State})
 	case "t":
-		v.weak = append(v.weak, "it is stopped by a debugger (state t)")
+		v.add(Reason{Code: ReasonTraced, PID: pid, State: p.State})
 	}
 	h.cleanedUpReasons(&v, gp, p)
 	orphan := gp.PPID != nil && *gp.PPID == 1 && !managed(gp)
-	older, olderBy := h.muchOlder(gp)
+	age, than, older := h.muchOlder(gp)
 	switch {
-	case orphan && older:
-		v.strong = append(v.strong, "it is orphaned (parent PID 1, outside any service, container or Slurm job) and "+olderBy)
-	case orphan:
-		v.weak = append(v.weak, "it is orphaned: parent PID 1, outside any service, container or Slurm job")
 	case older:
-		v.weak = append(v.weak, olderBy)
+		v.add(Reason{Code: ReasonMuchOlder, Strong: orphan, Orphaned: orphan, PID: pid, Age: age, Than: than})
+	case orphan:
+		v.add(Reason{Code: ReasonOrphaned, PID: pid})
 	}
 	return v
 }
@@ -182,7 +183,7 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 // may write the directory can delete those, so they do not make abandoned the live service of
 // a unit its own manager reports running (servedUnit): there they are weak reasons only.
 func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Process) {
-	var cleaned []string
+	var cleaned []Reason
 	var deliberate, other []string
 	for _, u := range deletedShm(p) {
 		if isDeliberatelyDeleted(u.Path) {
@@ -192,36 +193,37 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 		}
 	}
 	if len(deliberate) > 0 {
-		cleaned = append(cleaned, "files it maps from /dev/shm were deleted ("+listSome(deliberate, 2)+"): someone cleaned up after it as if it were gone")
+		cleaned = append(cleaned, Reason{Code: ReasonShmDeleted, PID: gp.PID, Paths: deliberate})
 	}
 	if len(other) > 0 {
-		v.weak = append(v.weak, "it maps deleted /dev/shm files ("+listSome(other, 2)+")")
+		v.add(Reason{Code: ReasonScratchDeleted, PID: gp.PID, Paths: other})
 	}
 	// Inside a container the path is resolved in the container's mount namespace, which the
 	// probe did not look into: a missing path proves nothing there.
 	if gp.Container == "" {
 		for _, m := range p.ModelPaths {
 			if !m.Exists {
-				cleaned = append(cleaned, "the model path on its command line, "+m.Path+", no longer exists")
+				cleaned = append(cleaned, Reason{Code: ReasonModelPathGone, PID: gp.PID, Paths: []string{m.Path}})
 			}
 		}
 	}
-	if u, ok := h.servedUnit(gp); ok {
-		for _, c := range cleaned {
-			v.weak = append(v.weak, c+"; but "+h.unitLabel(u)+" is running with it as its main process or under it, so that alone does not make it abandoned")
+	u, served := h.servedUnit(gp)
+	for _, r := range cleaned {
+		if served {
+			r.ServedBy = h.unitLabel(u)
 		}
-		return
+		r.Strong = !served
+		v.add(r)
 	}
-	v.strong = append(v.strong, cleaned...)
 }
 
 // muchOlder reports whether gp has run much longer than every GPU process of the other
 // jobs it is compared with: its own user's and the system's services' (see ageClass). Another
 // user's work is no yardstick: anyone can start a GPU process at any time, and that must not
 // make a healthy long-running server look abandoned.
-func (h *host) muchOlder(gp *GPUProcess) (bool, string) {
+func (h *host) muchOlder(gp *GPUProcess) (age, than time.Duration, ok bool) {
 	if gp.Elapsed == nil {
-		return false, ""
+		return 0, 0, false
 	}
 	key := h.jobKey(gp)
 	classes := []string{systemClass}
@@ -240,13 +242,10 @@ func (h *host) muchOlder(gp *GPUProcess) (bool, string) {
 			}
 		}
 	}
-	if !found {
-		return false, ""
+	if !found || *gp.Elapsed < olderFactor*oldest || *gp.Elapsed-oldest < olderMargin {
+		return 0, 0, false
 	}
-	if *gp.Elapsed >= olderFactor*oldest && *gp.Elapsed-oldest >= olderMargin {
-		return true, fmt.Sprintf("it has run for %s, while the other GPU work of its user and of the host's services started at most %s ago", FormatAge(*gp.Elapsed), FormatAge(oldest))
-	}
-	return false, ""
+	return *gp.Elapsed, oldest, true
 }
 
 func listSome(xs []string, n int) string {
@@ -271,89 +270,6 @@ func shortCmd(gp *GPUProcess) string {
 		words = append(words, path.Base(gp.Argv[1]))
 	}
 	return fmtArgv(words, false)
-}
-
-// sudo is the prefix a command needs when the probe's user was not root and the target is
-// not its own.
-func (h *host) sudo(owner *int) string {
-	uid := h.s.Host.UID
-	if uid == nil || *uid == 0 {
-		return ""
-	}
-	if owner != nil && *owner == *uid {
-		return ""
-	}
-	return "sudo "
-}
-
-// killCommands are the commands to stop one unmanaged process: SIGTERM, and SIGKILL if it is
-// still there 30 s later.
-func (h *host) killCommands(gp *GPUProcess) []string {
-	pid := strconv.Itoa(gp.PID)
-	sudo := h.sudo(gp.UID)
-	cmds := []string{sudo + "kill " + pid}
-	if gp.State == "T" || gp.State == "t" {
-		// A stopped process only acts on SIGTERM once continued.
-		cmds[0] += "; " + sudo + "kill -CONT " + pid
-	}
-	return append(cmds, "sleep 30; kill -0 "+pid+" 2>/dev/null && "+sudo+"kill -9 "+pid)
-}
-
-// stopCommands are the commands that would make gp exit, through whatever owns it. Each acts
-// only on what the evidence names: the container, pod or job the cgroup names, a unit its own
-// manager ties to gp (see stoppableUnit), or else the PID itself. Every name from the host is
-// quoted by shellArg and placed after "--".
-func (h *host) stopCommands(gp *GPUProcess) []string {
-	p := h.procByPID[gp.PID]
-	var c parse.Cgroup
-	if p != nil {
-		c = p.Cgroup
-	}
-	switch {
-	case c.PodUID != "":
-		return []string{
-			"kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep -F -- " + shellArg(c.PodUID),
-			"kubectl delete pod -n NAMESPACE -- NAME  # NAMESPACE and NAME from the line above",
-		}
-	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
-		return []string{c.Runtime + " stop -- " + shellArg(short(c.ContainerID))}
-	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
-		return []string{h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}
-	case c.SlurmJob != "":
-		return []string{"scancel -- " + shellArg(c.SlurmJob)}
-	case gp.State == "Z":
-		return h.zombieCommands(gp)
-	}
-	if u, ok := h.stoppableUnit(gp); ok {
-		return []string{h.unitStopCommand(u)}
-	}
-	return h.killCommands(gp)
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12]
-	}
-	return id
-}
-
-// zombieCommands: a zombie cannot be killed, only reaped by its parent. Killing the parent
-// hands it to init, which reaps it. A zombie that still holds GPU memory has threads stuck
-// in the driver; those show as D in ps.
-func (h *host) zombieCommands(gp *GPUProcess) []string {
-	pid := strconv.Itoa(gp.PID)
-	var cmds []string
-	if gp.PPID != nil && *gp.PPID > 1 {
-		pp := strconv.Itoa(*gp.PPID)
-		var owner *int
-		if parent := h.procByPID[*gp.PPID]; parent != nil {
-			owner = parent.UID
-		}
-		cmds = append(cmds, h.sudo(owner)+"kill "+pp+"  # the parent, which should have reaped "+pid)
-	}
-	return append(cmds,
-		"ps -L -o pid,lwp,stat,wchan:32,cmd -p "+pid+"  # threads in state D are stuck in the driver",
-		h.sudo(nil)+"dmesg -T | grep -iE 'NVRM|Xid'")
 }
 
 // stateNames are the /proc/PID/stat states, for people.
@@ -383,66 +299,18 @@ func (h *host) leftoverFindings() []Finding {
 	return out
 }
 
+// leftoverFinding is the finding for one process judged left over.
 func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
-	p := h.procByPID[gp.PID]
-	holds := "holds " + FormatGPUs(gp.GPUs)
-	if mem := gp.memMiB(); mem > 0 {
-		holds = "holds " + fmtMiB(mem) + " on " + FormatGPUs(gp.memGPUs())
-	}
 	f := Finding{
 		Code:     CodeLeftoverProcess,
 		Severity: Error,
-		Title:    fmt.Sprintf("PID %d looks abandoned: %s %s", gp.PID, shortCmd(gp), holds),
 		GPUs:     slices.Clone(gp.GPUs),
 		PIDs:     []int{gp.PID},
+		Reasons:  v.reasons(),
+		Actions:  []Action{h.stopAction(gp)},
+		Checks:   []Command{verifyGPU},
 	}
-	reasons := v.reasons()
-	var ex strings.Builder
-	fmt.Fprintf(&ex, "PID %d %s, but it looks left over from an earlier run: %s. ", gp.PID, holds, strings.Join(reasons, "; "))
-	ex.WriteString("Until it exits, that GPU memory is unavailable to new jobs, and a tensor-parallel job that spans these GPUs will refuse to start or run out of memory. ")
-	if gp.State == "Z" {
-		ex.WriteString("A zombie cannot be killed: its parent has to reap it, which happens when the parent exits. A zombie that still holds GPU memory usually has threads stuck in the driver; if killing the parent does not free it, only a reboot will.")
-	} else {
-		ex.WriteString("Stop it with the commands below (gputriage never runs them); check first that nobody still needs it.")
-	}
-	f.Explanation = ex.String()
-
-	f.Evidence = append(f.Evidence, "cmdline: "+h.cmdline(gp.PID))
-	f.Evidence = append(f.Evidence, "user: "+h.userName(gp.UID, gp.User))
-	if gp.Elapsed != nil {
-		line := "running for " + FormatAge(*gp.Elapsed)
-		if p != nil && p.StartTime != nil {
-			line += " (started " + fmtTime(*p.StartTime) + ")"
-		}
-		f.Evidence = append(f.Evidence, line)
-	}
-	if gp.State != "" {
-		line := "state: " + gp.State
-		if n := stateNames[gp.State]; n != "" {
-			line += " (" + n + ")"
-		}
-		f.Evidence = append(f.Evidence, line)
-	}
-	if gp.PPID != nil {
-		line := "parent: PID " + strconv.Itoa(*gp.PPID)
-		if *gp.PPID == 1 && !managed(gp) {
-			line += " (orphaned: re-parented to init)"
-		} else if pp := h.procByPID[*gp.PPID]; pp != nil && pp.Comm != "" {
-			_, bad := h.leftovers[pp.PID]
-			if parent := h.gpByPID[pp.PID]; parent != nil && !bad && gp.State != "Z" && parent.memMiB() > 0 {
-				// The parent is GPU work judged healthy: say so, lest its PID read as blame.
-				line += " (" + pp.Comm + ", looks healthy)"
-			} else {
-				line += " (" + pp.Comm + ")"
-			}
-		}
-		f.Evidence = append(f.Evidence, line)
-	}
-	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
-	for _, g := range gp.memGPUs() {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(gp.GPUMemoryMiB[g])))
-	}
-	if p != nil {
+	if p := h.procByPID[gp.PID]; p != nil {
 		for _, u := range deletedShm(p) {
 			f.Files = append(f.Files, u.Path)
 		}
@@ -452,43 +320,8 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 			}
 		}
 	}
-	for _, r := range reasons {
-		f.Evidence = append(f.Evidence, "reason: "+r)
-	}
-	f.Fix = append(h.stopCommands(gp), verifyGPU)
+	h.leftoverWords(&f, gp)
 	return f
-}
-
-// ownerEvidence names the unit, container and job a process runs in.
-func (h *host) ownerEvidence(gp *GPUProcess) []string {
-	var ev []string
-	if ref, ok := h.procUnit(gp); ok {
-		line := "systemd unit: " + h.unitLabel(ref)
-		if u := h.unitState(ref); u != nil {
-			line += " (" + u.ActiveState
-			if u.SubState != "" {
-				line += "/" + u.SubState
-			}
-			if u.Result != "" && u.Result != "success" {
-				line += ", result " + u.Result
-			}
-			line += ")"
-		} else {
-			line += " (state unknown: its manager's answer for it was not in the capture)"
-		}
-		ev = append(ev, line)
-	}
-	if gp.Container != "" {
-		ev = append(ev, "container: "+gp.Container)
-	}
-	if gp.SlurmJob != "" {
-		line := "Slurm job: " + gp.SlurmJob
-		if p := h.procByPID[gp.PID]; p != nil && p.Cgroup.SlurmStep != "" {
-			line += " step " + p.Cgroup.SlurmStep
-		}
-		ev = append(ev, line)
-	}
-	return ev
 }
 
 // shmDeletedFindings reports, per process, the deleted /dev/shm files it keeps alive.
@@ -529,73 +362,39 @@ func (h *host) shmDeletedFindings() []Finding {
 // shmDeletedFinding is the finding for one process and the deleted /dev/shm files it keeps;
 // holders maps each path to every PID that keeps it.
 func (h *host) shmDeletedFinding(pid int, uses []parse.ShmUse, holders map[string][]int) Finding {
-	var total int64
-	unknown := 0
-	f := Finding{Code: CodeShmDeletedMapped, Severity: Warning, PIDs: []int{pid}}
+	f := Finding{Code: CodeShmDeletedMapped, Severity: Warning, PIDs: []int{pid}, Checks: []Command{verifyShm}}
 	for _, u := range uses {
 		f.Files = append(f.Files, u.Path)
-		size := "size unknown"
-		if u.Bytes != nil {
-			total += *u.Bytes
-			size = fmtBytes(*u.Bytes)
-		} else {
-			unknown++
-		}
-		how := []string{}
-		if u.Mapped {
-			how = append(how, "mapped")
-		}
-		if u.Open {
-			how = append(how, "open")
-		}
-		line := fmt.Sprintf("%s (deleted): %s", u.Path, size)
-		if len(how) > 0 {
-			line += ", " + strings.Join(how, " and ")
-		}
-		if others, more := someOthers(holders[u.Path], pid); len(others) > 0 {
-			line += ", also kept by " + fmtPIDs(others)
-			if more > 0 {
-				line += fmt.Sprintf(" and %d more", more)
-			}
-		}
-		f.Evidence = append(f.Evidence, line)
+		others, more := someOthers(holders[u.Path], pid)
+		f.Shm = append(f.Shm, ShmFile{Path: u.Path, Bytes: u.Bytes, Deleted: true, Mapped: u.Mapped, Open: u.Open,
+			PIDs: append([]int{pid}, others...), MorePIDs: more})
 	}
-	amount := fmtBytes(total)
-	if unknown > 0 && total == 0 {
-		amount = "an unknown amount"
-	} else if unknown > 0 {
-		amount = "at least " + amount
-	}
-	n := len(uses)
-	f.Title = fmt.Sprintf("PID %d keeps %s of deleted /dev/shm %s in RAM", pid, amount, plural(n, "file", "files"))
 	gp := h.gpByPID[pid]
 	if gp == nil {
-		// Not a GPU process: describe it from /proc alone.
-		p := h.procByPID[pid]
-		gp = &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
-			Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
-		if u, ok := unitOf(p.Cgroup); ok {
-			gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
-		}
+		gp = h.plainProcess(pid)
 	}
 	f.GPUs = slices.Clone(gp.GPUs)
-	head := []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
-	head = append(head, h.ownerEvidence(gp)...)
-	f.Evidence = append(head, append(f.Evidence, "total: "+amount)...)
-	f.Explanation = fmt.Sprintf("%d %s under /dev/shm %s deleted (with rm, or by the program itself) while PID %d still maps or holds %s open. "+
-		"/dev/shm is RAM: deleting a file there only removes its name, and the memory is freed when the last process using it exits. "+
-		"Running rm again, or dropping caches, does not help; nor does it give back any GPU memory the process holds. "+
-		"The RAM comes back only when PID %d (and any other process listed) exits.",
-		n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
-	f.Fix = append(h.stopCommands(gp), "df -h /dev/shm")
+	served := ""
 	if u, ok := h.servedUnit(gp); ok && h.leftovers[pid].strong == nil {
 		// Its unit's manager vouches for it: the RAM is a fact worth knowing, the process
 		// no problem to stop.
-		f.Severity, f.Fix = Info, []string{"df -h /dev/shm"}
-		f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.",
-			pid, h.unitLabel(u))
+		f.Severity, served = Info, h.unitLabel(u)
+	} else {
+		f.Actions = []Action{h.stopAction(gp)}
 	}
+	h.shmDeletedWords(&f, gp, served)
 	return f
+}
+
+// plainProcess describes a process that holds no GPU from /proc alone, as a GPUProcess.
+func (h *host) plainProcess(pid int) *GPUProcess {
+	p := h.procByPID[pid]
+	gp := &GPUProcess{PID: pid, Argv: p.Argv, Name: p.Comm, State: p.State, PPID: p.PPID, UID: p.UID, User: p.User,
+		Container: containerName(p.Cgroup), SlurmJob: p.Cgroup.SlurmJob}
+	if u, ok := unitOf(p.Cgroup); ok {
+		gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
+	}
+	return gp
 }
 
 // maxOthers bounds the other holders a line names: on a host where thousands of processes

@@ -37,6 +37,12 @@ type host struct {
 	// oldest first, each by its oldest process: enough to answer "how old is the oldest other
 	// job" in O(1). Built on first use.
 	oldestJobs map[string][]jobAge
+
+	// groups are, per action on a unit, container, pod or job (Kind and Target), the GPU
+	// processes it ends and what it frees; shmKeepers, per deleted /dev/shm file, the live
+	// processes that keep it. Both built on first use.
+	groups     map[string]group
+	shmKeepers map[string][]int
 }
 
 type jobAge struct {
@@ -109,16 +115,44 @@ func deviceGPU(dev string) (int, bool) {
 // joinProcesses builds one GPUProcess per PID that nvidia-smi listed or that holds a
 // /dev/nvidia* device open.
 func (h *host) joinProcesses() {
-	get := func(pid int) *GPUProcess {
-		if gp, ok := h.gpByPID[pid]; ok {
-			return gp
+	h.joinApps()
+	h.joinHolders()
+	for pid, gp := range h.gpByPID {
+		slices.Sort(gp.GPUs)
+		gp.GPUs = slices.Compact(gp.GPUs)
+		if p := h.procByPID[pid]; p != nil {
+			h.fillFromProc(gp, p)
 		}
-		gp := &GPUProcess{PID: pid}
-		h.gpByPID[pid] = gp
+	}
+	h.procs = make([]GPUProcess, 0, len(h.gpByPID))
+	for _, gp := range h.gpByPID {
+		h.procs = append(h.procs, *gp)
+	}
+	slices.SortFunc(h.procs, func(a, b GPUProcess) int { return a.PID - b.PID })
+	h.onGPU = map[int][]*GPUProcess{}
+	for i := range h.procs {
+		gp := &h.procs[i]
+		h.gpByPID[gp.PID] = gp
+		for _, g := range gp.GPUs {
+			h.onGPU[g] = append(h.onGPU[g], gp)
+		}
+	}
+}
+
+// gpuProcess is the GPUProcess being joined for pid, made on first use.
+func (h *host) gpuProcess(pid int) *GPUProcess {
+	if gp, ok := h.gpByPID[pid]; ok {
 		return gp
 	}
+	gp := &GPUProcess{PID: pid}
+	h.gpByPID[pid] = gp
+	return gp
+}
+
+// joinApps joins nvidia-smi's compute apps: their GPUs and memory.
+func (h *host) joinApps() {
 	for _, a := range h.s.Apps {
-		gp := get(a.PID)
+		gp := h.gpuProcess(a.PID)
 		gp.Listed = true
 		if gp.Name == "" {
 			gp.Name = a.ProcessName
@@ -136,8 +170,11 @@ func (h *host) joinProcesses() {
 			gp.GPUMemoryMiB[idx] += *a.UsedMiB
 		}
 	}
-	// /dev/nvidiaN is the GPU whose minor number is N; where nvidia-smi did not say, N is
-	// taken to be the index.
+}
+
+// joinHolders joins the processes holding /dev/nvidiaN open. /dev/nvidiaN is the GPU whose
+// minor number is N; where nvidia-smi did not say, N is taken to be the index.
+func (h *host) joinHolders() {
 	byMinor := map[int]int{}
 	for _, g := range h.s.GPUs {
 		if g.MinorNumber != nil {
@@ -145,7 +182,7 @@ func (h *host) joinProcesses() {
 		}
 	}
 	for _, d := range h.s.Holders {
-		gp := get(d.PID)
+		gp := h.gpuProcess(d.PID)
 		if minor, ok := deviceGPU(d.Device); ok {
 			idx, known := byMinor[minor]
 			if !known {
@@ -154,48 +191,28 @@ func (h *host) joinProcesses() {
 			gp.GPUs = append(gp.GPUs, idx)
 		}
 	}
-	for pid, gp := range h.gpByPID {
-		slices.Sort(gp.GPUs)
-		gp.GPUs = slices.Compact(gp.GPUs)
-		p := h.procByPID[pid]
-		if p == nil {
-			continue
-		}
-		gp.User = p.User
-		gp.UID = p.UID
-		gp.Argv = p.Argv
-		if gp.Name == "" {
-			gp.Name = p.Comm
-		}
-		gp.State = p.State
-		gp.PPID = p.PPID
-		if p.StartTime != nil {
-			e := h.ref.Sub(*p.StartTime)
-			if e < 0 {
-				e = 0
-			}
-			gp.Elapsed = &e
-		}
-		if u, ok := unitOf(p.Cgroup); ok {
-			gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
-		}
-		gp.Container = containerName(p.Cgroup)
-		gp.SlurmJob = p.Cgroup.SlurmJob
-		gp.Shm = p.Shm
+}
+
+// fillFromProc joins what /proc says of the process.
+func (h *host) fillFromProc(gp *GPUProcess, p *parse.Process) {
+	gp.User = p.User
+	gp.UID = p.UID
+	gp.Argv = p.Argv
+	if gp.Name == "" {
+		gp.Name = p.Comm
 	}
-	h.procs = make([]GPUProcess, 0, len(h.gpByPID))
-	for _, gp := range h.gpByPID {
-		h.procs = append(h.procs, *gp)
+	gp.State = p.State
+	gp.PPID = p.PPID
+	if p.StartTime != nil {
+		e := max(h.ref.Sub(*p.StartTime), 0)
+		gp.Elapsed = &e
 	}
-	slices.SortFunc(h.procs, func(a, b GPUProcess) int { return a.PID - b.PID })
-	h.onGPU = map[int][]*GPUProcess{}
-	for i := range h.procs {
-		gp := &h.procs[i]
-		h.gpByPID[gp.PID] = gp
-		for _, g := range gp.GPUs {
-			h.onGPU[g] = append(h.onGPU[g], gp)
-		}
+	if u, ok := unitOf(p.Cgroup); ok {
+		gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
 	}
+	gp.Container = containerName(p.Cgroup)
+	gp.SlurmJob = p.Cgroup.SlurmJob
+	gp.Shm = p.Shm
 }
 
 // containerName is "docker:<12 hex>", "containerd:<12 hex>" or "k8s pod <uid>".

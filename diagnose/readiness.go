@@ -535,31 +535,10 @@ func engineList(vs []EngineVerdict) string {
 func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 	job, bad := normalize(job)
 	out := Readiness{Job: job}
-	if bad != "" {
-		out.Reason = "Cannot check readiness: " + bad + "."
+	if reason, ok := unreadyReason(s, bad); ok {
+		out.Reason = reason
 		return out
 	}
-	switch {
-	case s == nil:
-		out.Reason = "Not ready: the host was not probed."
-		return out
-	case s.SMI.Failure != nil:
-		f := s.SMI.Failure
-		out.Reason = fmt.Sprintf("Not ready: nvidia-smi failed (%s), so no GPU memory can be checked (see smi-failed)", f.Kind)
-		if msg := strings.TrimSpace(strings.SplitN(f.Message, "\n", 2)[0]); msg != "" {
-			out.Reason += ": \"" + msg + "\""
-			if !strings.HasSuffix(msg, ".") {
-				out.Reason += "."
-			}
-		} else {
-			out.Reason += "."
-		}
-		return out
-	case len(s.GPUs) == 0:
-		out.Reason = "Not ready: nvidia-smi lists no GPUs."
-		return out
-	}
-
 	c := &checker{job: job}
 	c.sglang = slices.Contains(job.Engines, EngineSGLang)
 	c.vllm = slices.Contains(job.Engines, EngineVLLM)
@@ -570,6 +549,60 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 		gs[i] = &s.GPUs[i]
 	}
 	slices.SortStableFunc(gs, func(a, b *parse.GPU) int { return cmp.Compare(a.Index, b.Index) })
+	var mixed bool
+	out.Notes, mixed = readinessNotes(gs, job)
+	if len(gs) < job.TP {
+		out.Reason = fmt.Sprintf("Not ready: TP %d needs %d GPUs and this host has %d.", job.TP, job.TP, len(gs))
+		return out
+	}
+	def := gs[:job.TP]
+	for _, g := range def {
+		out.GPUs = append(out.GPUs, g.Index)
+	}
+	out.Verdicts = c.defaultVerdicts(def)
+	out.Ready = allPass(out.Verdicts)
+	if out.Ready {
+		out.Reason = readyReason(out)
+		return out
+	}
+	leftover := map[int]bool{}
+	for _, f := range r.Findings {
+		if f.Code == CodeLeftoverProcess {
+			for _, pid := range f.PIDs {
+				leftover[pid] = true
+			}
+		}
+	}
+	groups := (&host{s: s}).gpuGroups()
+	largest := 0
+	for _, grp := range groups {
+		largest = max(largest, len(grp))
+	}
+	if !c.findSubset(&out, groups, gs, mixed) && largest >= job.TP {
+		out.Blockers = c.blockers(groups, r, leftover)
+	}
+	c.afterFix(&out, def, r, leftover)
+	out.Reason = notReadyReason(out, largest)
+	return out
+}
+
+// unreadyReason is why readiness cannot be checked at all (bad, a bad job), if it cannot.
+func unreadyReason(s *parse.Snapshot, bad string) (string, bool) {
+	switch {
+	case bad != "":
+		return "Cannot check readiness: " + bad + ".", true
+	case s == nil:
+		return "Not ready: the host was not probed.", true
+	case s.SMI.Failure != nil:
+		return smiUnreadyReason(s.SMI.Failure), true
+	case len(s.GPUs) == 0:
+		return "Not ready: nvidia-smi lists no GPUs.", true
+	}
+	return "", false
+}
+
+// readinessNotes say which GPUs are left out and whether their models differ (mixed).
+func readinessNotes(gs []*parse.GPU, job Job) (notes []string, mixed bool) {
 	var mig, unknown []int
 	names := map[string]bool{}
 	for _, g := range gs {
@@ -582,67 +615,45 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 		}
 	}
 	if len(mig) > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("%s %s MIG enabled and cannot hold a tensor-parallel rank: left out", FormatGPUs(mig), plural(len(mig), "has", "have")))
+		notes = append(notes, fmt.Sprintf("%s %s MIG enabled and cannot hold a tensor-parallel rank: left out", FormatGPUs(mig), plural(len(mig), "has", "have")))
 	}
 	if len(unknown) > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("nvidia-smi did not report the memory of %s: left out", FormatGPUs(unknown)))
+		notes = append(notes, fmt.Sprintf("nvidia-smi did not report the memory of %s: left out", FormatGPUs(unknown)))
 	}
-	mixed := len(names) > 1
+	mixed = len(names) > 1
 	if mixed {
-		out.Notes = append(out.Notes, "the GPUs are of different models: CUDA numbers them fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID is set, so the default GPUs may not be nvidia-smi's 0.."+strconv.Itoa(job.TP-1))
+		notes = append(notes, "the GPUs are of different models: CUDA numbers them fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID is set, so the default GPUs may not be nvidia-smi's 0.."+strconv.Itoa(job.TP-1))
 	}
+	return notes, mixed
+}
 
-	if len(gs) < job.TP {
-		out.Reason = fmt.Sprintf("Not ready: TP %d needs %d GPUs and this host has %d.", job.TP, job.TP, len(gs))
-		return out
+// findSubset fills out's subset: the best GPUs that pass, and the environment that selects
+// them; false when no subset passes.
+func (c *checker) findSubset(out *Readiness, groups [][]gpuMem, gs []*parse.GPU, mixed bool) bool {
+	sub, _, ok := c.bestSubset(groups)
+	if !ok {
+		return false
 	}
-	def := gs[:job.TP]
-	for _, g := range def {
-		out.GPUs = append(out.GPUs, g.Index)
+	out.Subset = sub
+	env := "CUDA_VISIBLE_DEVICES=" + joinInts(sub, ",")
+	if mixed {
+		env = "CUDA_DEVICE_ORDER=PCI_BUS_ID " + env
 	}
-	out.Verdicts = c.defaultVerdicts(def)
-	out.Ready = allPass(out.Verdicts)
-	if out.Ready {
-		out.Reason = fmt.Sprintf("Ready: %s %s %s startup check%s for TP %d.", FormatGPUs(out.GPUs), plural(len(out.GPUs), "passes", "pass"),
-			engineList(out.Verdicts), plural(len(out.Verdicts), "", "s"), job.TP)
-		return out
-	}
-
-	leftover := map[int]bool{}
-	for _, f := range r.Findings {
-		if f.Code == CodeLeftoverProcess {
-			for _, pid := range f.PIDs {
-				leftover[pid] = true
+	out.SubsetEnv = env
+	var set []rankGPU
+	for _, i := range sub {
+		for _, g := range gs {
+			if g.Index == i {
+				set = append(set, c.rankGPU(g))
 			}
 		}
 	}
+	out.SubsetVerdicts = c.verdicts(set)
+	return true
+}
 
-	groups := (&host{s: s}).gpuGroups()
-	largest := 0
-	for _, grp := range groups {
-		largest = max(largest, len(grp))
-	}
-	if sub, _, ok := c.bestSubset(groups); ok {
-		out.Subset = sub
-		env := "CUDA_VISIBLE_DEVICES=" + joinInts(sub, ",")
-		if mixed {
-			env = "CUDA_DEVICE_ORDER=PCI_BUS_ID " + env
-		}
-		out.SubsetEnv = env
-		var set []rankGPU
-		for _, i := range sub {
-			for _, g := range gs {
-				if g.Index == i {
-					set = append(set, c.rankGPU(g))
-				}
-			}
-		}
-		out.SubsetVerdicts = c.verdicts(set)
-	} else if largest >= job.TP {
-		out.Blockers = c.blockers(groups, r, leftover)
-	}
-
-	// Give back the leftover processes' memory and check the default GPUs again.
+// afterFix gives back the leftover processes' memory and checks the default GPUs (def) again.
+func (c *checker) afterFix(out *Readiness, def []*parse.GPU, r Result, leftover map[int]bool) {
 	freed := map[int]int64{}
 	for _, p := range r.Processes {
 		if !leftover[p.PID] {
@@ -660,38 +671,22 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 		}
 	}
 	slices.Sort(out.FixPIDs)
-	if len(freed) > 0 {
-		fixed := make([]*parse.GPU, len(def))
-		for i, g := range def {
-			cp := *g
-			if mem := freed[g.Index]; mem > 0 && cp.MemoryFreeMiB != nil {
-				f := *cp.MemoryFreeMiB + mem
-				if cp.MemoryTotalMiB != nil {
-					f = min(f, *cp.MemoryTotalMiB)
-				}
-				cp.MemoryFreeMiB = &f
+	if len(freed) == 0 {
+		return
+	}
+	fixed := make([]*parse.GPU, len(def))
+	for i, g := range def {
+		cp := *g
+		if mem := freed[g.Index]; mem > 0 && cp.MemoryFreeMiB != nil {
+			f := *cp.MemoryFreeMiB + mem
+			if cp.MemoryTotalMiB != nil {
+				f = min(f, *cp.MemoryTotalMiB)
 			}
-			fixed[i] = &cp
+			cp.MemoryFreeMiB = &f
 		}
-		out.AfterFix = allPass(c.defaultVerdicts(fixed))
+		fixed[i] = &cp
 	}
-
-	failed := failedOnly(out.Verdicts)
-	fails := fmt.Sprintf("%s %s %s startup check%s", FormatGPUs(out.GPUs), plural(len(out.GPUs), "fails", "fail"), engineList(failed), plural(len(failed), "", "s"))
-	fix := ""
-	if out.AfterFix {
-		fix = fmt.Sprintf("; stopping leftover %s (see leftover-process) would let %s pass", fmtPIDs(out.FixPIDs), FormatGPUs(out.GPUs))
-	}
-	switch {
-	case out.Subset != nil:
-		out.Reason = fmt.Sprintf("Not ready on the default GPUs: %s, but %s %s: launch with %s%s.", fails, FormatGPUs(out.Subset),
-			plural(len(out.Subset), "passes", "pass"), out.SubsetEnv, fix)
-	case largest < job.TP:
-		out.Reason = fmt.Sprintf("Not ready: %s, and this host has no %d GPUs of one size that can hold ranks (at most %d)%s.", fails, job.TP, largest, fix)
-	default:
-		out.Reason = fmt.Sprintf("Not ready: %s, and no set of %d GPUs on this host can pass: %s%s.", fails, job.TP, blockerSentence(out.Blockers), fix)
-	}
-	return out
+	out.AfterFix = allPass(c.defaultVerdicts(fixed))
 }
 
 func failedOnly(vs []EngineVerdict) []EngineVerdict {

@@ -2,7 +2,6 @@ package diagnose
 
 import (
 	"cmp"
-	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -94,16 +93,20 @@ func (ix shmIndex) staleEntries() []*parse.ShmEntry {
 
 func (h *host) ownerName(uid int) string { return h.userName(&uid, "") }
 
-func (h *host) describeEntry(ix shmIndex, e *parse.ShmEntry) string {
-	kind := "file"
-	if e.Type == 'd' {
-		kind = "directory"
-	}
-	line := fmt.Sprintf("%s: %s, %s, owner %s", e.Path, kind, fmtBytes(e.TreeBytes), h.ownerName(e.UID))
+// shmFile is what a finding says of one /dev/shm entry.
+func (h *host) shmFile(ix shmIndex, e *parse.ShmEntry) ShmFile {
+	sf := ShmFile{Path: e.Path, Bytes: &e.TreeBytes, Dir: e.Type == 'd', Owner: h.ownerName(e.UID), PIDs: sortedInts(e.Holders)}
 	if t := ix.newest[e.Path]; !t.IsZero() {
-		line += fmt.Sprintf(", last modified %s ago (%s)", FormatAge(h.ref.Sub(t)), fmtTime(t))
+		age := h.ref.Sub(t)
+		sf.Modified, sf.Age = &t, &age
 	}
-	return line
+	return sf
+}
+
+// removeAction removes an entry nobody uses, which gives its bytes back.
+func removeAction(e *parse.ShmEntry) Action {
+	return Action{Kind: ActionRemoveFiles, Target: e.Path, Frees: Impact{ShmBytes: e.TreeBytes},
+		Steps: []Command{{Line: "rm -rf -- " + shellQuote(e.Path)}}}
 }
 
 // shmStaleFinding reports large /dev/shm entries that no live process maps or holds open.
@@ -116,74 +119,61 @@ func (h *host) shmStaleFinding() (Finding, bool) {
 	if len(stale) == 0 {
 		return Finding{}, false
 	}
-	f := Finding{Code: CodeShmStale, Severity: Warning}
-	var total int64
+	f := Finding{Code: CodeShmStale, Severity: Warning, Checks: []Command{verifyShm}}
 	for _, e := range stale {
-		total += e.TreeBytes
 		f.Files = append(f.Files, e.Path)
-		f.Evidence = append(f.Evidence, h.describeEntry(ix, e))
-		f.Fix = append(f.Fix, "rm -rf -- "+shellQuote(e.Path))
+		f.Shm = append(f.Shm, h.shmFile(ix, e))
+		f.Actions = append(f.Actions, removeAction(e))
 	}
-	if h.s.Shm.Truncated {
-		f.Evidence = append(f.Evidence, "the /dev/shm listing was cut at its bound: sizes may be low and entries missing")
-	}
-	f.Fix = append(f.Fix, "df -h /dev/shm")
-	n := len(stale)
-	f.Title = fmt.Sprintf("%s of /dev/shm in %d %s that no process uses", fmtBytes(total), n, plural(n, "entry", "entries"))
-	var ex strings.Builder
-	fmt.Fprintf(&ex, "/dev/shm is RAM (a tmpfs). No running process maps or holds open %s, so %s most likely left by finished or crashed jobs: "+
-		"model weights copied there for fast loading, or NCCL and PyTorch shared-memory segments whose owner died. "+
-		"%s %s of RAM and of /dev/shm space until removed. Check that no job is about to use %s (weights staged for the next launch are fine to keep), then remove %s. ",
-		plural(n, "this entry", "these entries"), plural(n, "it is", "they are"), plural(n, "It holds", "They hold"), fmtBytes(total),
-		plural(n, "it", "them"), plural(n, "it", "them"))
-	if h.notRoot() {
-		ex.WriteString("The probe did not run as root, so another user's process could still be using them unseen: rerun gputriage with --sudo to be sure. ")
-	}
-	ex.WriteString("Removing a file that a process still maps would not free its memory anyway (see shm-deleted-mapped).")
-	f.Explanation = ex.String()
+	h.shmStaleWords(&f)
 	return f, true
 }
 
-// shmFullFinding reports /dev/shm near full.
-func (h *host) shmFullFinding() (Finding, bool) {
+// shmUsage is /dev/shm's size and use, as df reports them.
+type shmUsage struct {
+	size, used, avail int64
+	pct               int
+}
+
+// shmUsage reads df's numbers; false when they are unknown.
+func (h *host) shmUsage() (shmUsage, bool) {
 	sh := h.s.Shm
 	if sh.SizeBytes == nil || *sh.SizeBytes <= 0 {
-		return Finding{}, false
+		return shmUsage{}, false
 	}
-	size := *sh.SizeBytes
-	var used, avail int64
+	u := shmUsage{size: *sh.SizeBytes}
 	switch {
 	case sh.UsedBytes != nil && sh.AvailBytes != nil:
-		used, avail = *sh.UsedBytes, *sh.AvailBytes
+		u.used, u.avail = *sh.UsedBytes, *sh.AvailBytes
 	case sh.UsedBytes != nil:
-		used, avail = *sh.UsedBytes, max(size-*sh.UsedBytes, 0)
+		u.used, u.avail = *sh.UsedBytes, max(u.size-*sh.UsedBytes, 0)
 	case sh.AvailBytes != nil:
-		used, avail = max(size-*sh.AvailBytes, 0), *sh.AvailBytes
+		u.used, u.avail = max(u.size-*sh.AvailBytes, 0), *sh.AvailBytes
 	default:
-		return Finding{}, false
+		return shmUsage{}, false
 	}
-	pct := 0
-	if used+avail > 0 {
+	if u.used+u.avail > 0 {
 		// df rounds Use% up.
-		pct = int((used*100 + used + avail - 1) / (used + avail))
+		u.pct = int((u.used*100 + u.used + u.avail - 1) / (u.used + u.avail))
 	}
-	var sev Severity
+	return u, true
+}
+
+// shmFullFinding reports /dev/shm near full, who fills it, and what would free it.
+func (h *host) shmFullFinding() (Finding, bool) {
+	u, ok := h.shmUsage()
+	if !ok {
+		return Finding{}, false
+	}
+	f := Finding{Code: CodeShmFull, Checks: []Command{verifyShm}}
 	switch {
-	case pct >= shmFullErrorPct:
-		sev = Error
-	case pct >= shmFullWarnPct || avail < shmLowFreeBytes:
-		sev = Warning
+	case u.pct >= shmFullErrorPct:
+		f.Severity = Error
+	case u.pct >= shmFullWarnPct || u.avail < shmLowFreeBytes:
+		f.Severity = Warning
 	default:
 		return Finding{}, false
 	}
-	f := Finding{Code: CodeShmFull, Severity: sev}
-	if pct < shmFullWarnPct {
-		f.Title = fmt.Sprintf("/dev/shm has only %s free (size %s)", fmtBytes(avail), fmtBytes(size))
-	} else {
-		f.Title = fmt.Sprintf("/dev/shm is %d%% full: %s free of %s", pct, fmtBytes(avail), fmtBytes(size))
-	}
-	f.Evidence = append(f.Evidence, fmt.Sprintf("/dev/shm: size %s, used %s (%d%%), free %s", fmtBytes(size), fmtBytes(used), pct, fmtBytes(avail)))
-
 	ix := h.indexShm()
 	top := slices.Clone(ix.children["/dev/shm"])
 	slices.SortFunc(top, func(a, b *parse.ShmEntry) int {
@@ -193,18 +183,33 @@ func (h *host) shmFullFinding() (Finding, bool) {
 		if i == shmTopConsumers || e.TreeBytes == 0 {
 			break
 		}
-		line := h.describeEntry(ix, e)
-		if len(e.Holders) > 0 {
-			line += ", used by " + fmtPIDs(sortedInts(e.Holders))
-		} else {
-			line += ", used by no process"
-		}
-		f.Evidence = append(f.Evidence, line)
+		f.Shm = append(f.Shm, h.shmFile(ix, e))
 		f.Files = append(f.Files, e.Path)
 	}
-	// Deleted files still count against /dev/shm until their holders exit.
 	var delBytes int64
-	var delPIDs []int
+	f.PIDs, delBytes = h.deletedShmUse()
+	for _, e := range ix.staleEntries() {
+		f.Actions = append(f.Actions, removeAction(e))
+	}
+	for _, pid := range f.PIDs {
+		if _, bad := h.leftovers[pid]; bad && h.gpByPID[pid] != nil {
+			f.Actions = addAction(f.Actions, h.stopAction(h.gpByPID[pid]))
+		}
+	}
+	sudo := h.sudo(nil)
+	f.Actions = append(f.Actions,
+		Action{Kind: ActionInspect, Target: "/dev/shm", Steps: []Command{{Line: sudo + "du -sh /dev/shm/* 2>/dev/null | sort -h | tail"}}},
+		Action{Kind: ActionResizeShm, Target: "/dev/shm", Steps: []Command{{Line: sudo + "mount -o remount,size=<SIZE>G /dev/shm",
+			Note: "on the host; lasts until reboot, fstab makes it permanent"}}})
+	h.shmFullWords(&f, u, delBytes)
+	return f, true
+}
+
+// deletedShmUse are the processes that keep deleted /dev/shm files (any, transient too:
+// all count against /dev/shm until their holders exit), and those files' bytes.
+func (h *host) deletedShmUse() ([]int, int64) {
+	var bytes int64
+	var pids []int
 	seen := map[string]bool{}
 	for i := range h.s.Processes {
 		p := &h.s.Processes[i]
@@ -215,44 +220,16 @@ func (h *host) shmFullFinding() (Finding, bool) {
 			}
 			if !counted {
 				counted = true
-				delPIDs = append(delPIDs, p.PID)
+				pids = append(pids, p.PID)
 			}
 			if u.Bytes != nil && !seen[u.Path] {
 				seen[u.Path] = true
-				delBytes += *u.Bytes
+				bytes += *u.Bytes
 			}
 		}
 	}
-	if len(delPIDs) > 0 {
-		slices.Sort(delPIDs)
-		f.PIDs = delPIDs
-		f.Evidence = append(f.Evidence, fmt.Sprintf("deleted files still held by %s: %s (invisible to ls and du)", fmtPIDs(delPIDs), fmtBytes(delBytes)))
-	}
-
-	f.Explanation = "Programs that share memory between processes put it in /dev/shm, and fail when it is full. " +
-		"NCCL's shared-memory transport fails with \"Call to posix_fallocate failed : No space left on device\" or " +
-		"\"Error while creating shared memory segment\" (\"failed to extend /dev/shm\" in newer versions), so multi-GPU jobs die at startup; " +
-		"PyTorch DataLoader workers die with \"bus error\" (\"This might be caused by insufficient shared memory (shm)\"); " +
-		"vLLM and SGLang use it to pass data between their processes. "
-	if size < 2*gib {
-		f.Explanation += "This /dev/shm is small: a container's default (Docker gives 64 MiB) is too little for such jobs; start the container with --shm-size=16g (or more), or in Kubernetes mount an emptyDir with medium: Memory at /dev/shm. "
-	}
-	f.Explanation += "Free space by removing what no process uses and stopping processes that keep deleted files, or enlarge /dev/shm."
-	for _, e := range ix.staleEntries() {
-		f.Fix = append(f.Fix, "rm -rf -- "+shellQuote(e.Path))
-	}
-	for _, pid := range delPIDs {
-		if gp := h.gpByPID[pid]; gp != nil {
-			if _, bad := h.leftovers[pid]; bad {
-				f.Fix = append(f.Fix, h.stopCommands(gp)...)
-			}
-		}
-	}
-	f.Fix = append(f.Fix,
-		h.sudo(nil)+"du -sh /dev/shm/* 2>/dev/null | sort -h | tail",
-		h.sudo(nil)+"mount -o remount,size=<SIZE>G /dev/shm  # on the host; lasts until reboot, fstab makes it permanent",
-		"df -h /dev/shm")
-	return f, true
+	slices.Sort(pids)
+	return pids, bytes
 }
 
 func sortedInts(xs []int) []int {

@@ -278,6 +278,61 @@ type jsonFinding struct {
 	Explanation string   `json:"explanation"`
 	Evidence    []string `json:"evidence"`
 	Fix         []string `json:"fix"`
+	// The typed facts the words above are composed from (diagnose/facts.go).
+	Reasons []jsonReason  `json:"reasons"`
+	Actions []jsonAction  `json:"actions"`
+	Checks  []jsonCommand `json:"checks"`
+	Shm     []jsonShmFile `json:"shm"`
+}
+
+type jsonReason struct {
+	Code        string   `json:"code"`
+	Strong      bool     `json:"strong"`
+	PID         *int     `json:"pid"`
+	Unit        *string  `json:"unit"`
+	State       *string  `json:"state"`
+	Result      *string  `json:"result"`
+	Paths       []string `json:"paths"`
+	AgeSeconds  *int64   `json:"age_seconds"`
+	ThanSeconds *int64   `json:"than_seconds"`
+	Older       bool     `json:"older"`
+	ServedBy    *string  `json:"served_by"`
+	Orphaned    bool     `json:"orphaned"`
+	Note        *string  `json:"note"`
+	Detail      *string  `json:"detail"`
+	Bytes       *int64   `json:"bytes"`
+}
+
+type jsonAction struct {
+	Kind   string        `json:"kind"`
+	Target string        `json:"target"`
+	PIDs   []int         `json:"pids"`
+	Frees  jsonImpact    `json:"frees"`
+	Steps  []jsonCommand `json:"steps"`
+}
+
+type jsonImpact struct {
+	GPUMiB   map[string]int64 `json:"gpu_mib"`
+	ShmBytes int64            `json:"shm_bytes"`
+}
+
+type jsonCommand struct {
+	Line string  `json:"line"`
+	Note *string `json:"note"`
+}
+
+type jsonShmFile struct {
+	Path       string  `json:"path"`
+	Bytes      *int64  `json:"bytes"`
+	Dir        bool    `json:"dir"`
+	Deleted    bool    `json:"deleted"`
+	Mapped     bool    `json:"mapped"`
+	Open       bool    `json:"open"`
+	PIDs       []int   `json:"pids"`
+	MorePIDs   int     `json:"more_pids"`
+	Owner      *string `json:"owner"`
+	AgeSeconds *int64  `json:"age_seconds"`
+	Modified   *string `json:"modified"`
 }
 
 type jsonShm struct {
@@ -378,11 +433,63 @@ func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 }
 
 func jsonFindingOf(f diagnose.Finding) jsonFinding {
-	return jsonFinding{
+	j := jsonFinding{
 		Code: validUTF8(f.Code), Severity: f.Severity.String(), Kind: optStr(f.Kind),
 		Title: validUTF8(f.Title), GPUs: orEmpty(f.GPUs), PIDs: orEmpty(f.PIDs), Files: validAll(f.Files),
 		Explanation: validUTF8(f.Explanation), Evidence: validAll(f.Evidence), Fix: validAll(f.Fix),
+		Reasons: []jsonReason{}, Actions: []jsonAction{}, Checks: jsonCommands(f.Checks), Shm: []jsonShmFile{},
 	}
+	for _, r := range f.Reasons {
+		j.Reasons = append(j.Reasons, jsonReason{Code: validUTF8(string(r.Code)), Strong: r.Strong, PID: optInt(r.PID),
+			Unit: optStr(r.Unit), State: optStr(r.State), Result: optStr(r.Result), Paths: validAll(r.Paths),
+			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
+			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail)})
+		if r.Bytes > 0 {
+			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
+		}
+	}
+	for _, a := range f.Actions {
+		frees := jsonImpact{GPUMiB: map[string]int64{}, ShmBytes: a.Frees.ShmBytes}
+		for g, m := range a.Frees.GPUMiB {
+			frees.GPUMiB[strconv.Itoa(g)] = m
+		}
+		j.Actions = append(j.Actions, jsonAction{Kind: validUTF8(string(a.Kind)), Target: validUTF8(a.Target),
+			PIDs: orEmpty(a.PIDs), Frees: frees, Steps: jsonCommands(a.Steps)})
+	}
+	for _, sf := range f.Shm {
+		js := jsonShmFile{Path: validUTF8(sf.Path), Bytes: sf.Bytes, Dir: sf.Dir, Deleted: sf.Deleted, Mapped: sf.Mapped,
+			Open: sf.Open, PIDs: orEmpty(sf.PIDs), MorePIDs: sf.MorePIDs, Owner: optStr(sf.Owner), Modified: optTime(sf.Modified)}
+		if sf.Age != nil {
+			js.AgeSeconds = optSeconds(*sf.Age)
+		}
+		j.Shm = append(j.Shm, js)
+	}
+	return j
+}
+
+func jsonCommands(cs []diagnose.Command) []jsonCommand {
+	out := []jsonCommand{}
+	for _, c := range cs {
+		out = append(out, jsonCommand{Line: validUTF8(c.Line), Note: optStr(c.Note)})
+	}
+	return out
+}
+
+// optInt is n, or null for 0 (a fact not given: no PID is 0).
+func optInt(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// optSeconds is d in whole seconds, or null for 0 (not given) and below.
+func optSeconds(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	s := int64(d / time.Second)
+	return &s
 }
 
 // validUTF8 replaces each byte that is not valid UTF-8 with U+FFFD, as encoding/json would,

@@ -324,6 +324,8 @@ func (r *redactor) ip(a netip.Addr) string {
 // text: they are copied unchanged.
 var verbatim = map[reflect.Type][]string{
 	reflect.TypeFor[diagnose.Finding](): {"Code", "Kind"},
+	reflect.TypeFor[diagnose.Reason]():  {"Code", "Note"},
+	reflect.TypeFor[diagnose.Action]():  {"Kind"},
 	reflect.TypeFor[parse.Note]():       {"Code"},
 	reflect.TypeFor[parse.SMIFailure](): {"Kind"},
 	reflect.TypeFor[HostError]():        {"Phase", "Kind"},

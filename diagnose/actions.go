@@ -1,0 +1,244 @@
+package diagnose
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Actions: what would make a process exit, as structured commands with what each gives back.
+// Each acts only on what the evidence names: the container, pod or job the cgroup names, a
+// unit its own manager ties to the process (see stoppableUnit), or else the PID itself. Every
+// name from the host is quoted by shellArg and placed after "--". The same action built for
+// the same process by several findings is equal, Frees included, so a report can merge it.
+
+// verifyGPU is the command that shows whether a fix gave GPU memory back.
+var verifyGPU = Command{Line: "nvidia-smi --query-compute-apps=pid,used_memory --format=csv"}
+
+// verifyShm shows whether a fix gave /dev/shm back.
+var verifyShm = Command{Line: "df -h /dev/shm"}
+
+// sudo is the prefix a command needs when the probe's user was not root and the target is
+// not its own.
+func (h *host) sudo(owner *int) string {
+	uid := h.s.Host.UID
+	if uid == nil || *uid == 0 {
+		return ""
+	}
+	if owner != nil && *owner == *uid {
+		return ""
+	}
+	return "sudo "
+}
+
+// stopAction is what would make gp exit, through whatever owns it.
+func (h *host) stopAction(gp *GPUProcess) Action {
+	var c parse.Cgroup
+	if p := h.procByPID[gp.PID]; p != nil {
+		c = p.Cgroup
+	}
+	var a Action
+	switch {
+	case c.PodUID != "":
+		a = podAction(c.PodUID)
+	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
+		a = Action{Kind: ActionStopContainer, Target: containerName(c),
+			Steps: []Command{{Line: c.Runtime + " stop -- " + shellArg(short(c.ContainerID))}}}
+	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
+		a = Action{Kind: ActionStopContainer, Target: containerName(c),
+			Steps: []Command{{Line: h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}}}
+	case c.SlurmJob != "":
+		a = Action{Kind: ActionCancelJob, Target: c.SlurmJob, Steps: []Command{{Line: "scancel -- " + shellArg(c.SlurmJob)}}}
+	case gp.State == "Z":
+		return h.zombieAction(gp)
+	default:
+		if u, ok := h.stoppableUnit(gp); ok {
+			a = Action{Kind: ActionStopUnit, Target: h.unitLabel(u), Steps: []Command{h.unitStopCommand(u)}}
+		} else {
+			return h.killAction(gp)
+		}
+	}
+	a.PIDs, a.Frees = h.groupFrees(a.Kind, a.Target)
+	return a
+}
+
+func podAction(uid string) Action {
+	return Action{Kind: ActionDeletePod, Target: uid, Steps: []Command{
+		{Line: "kubectl get pods -A -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,UID:.metadata.uid | grep -F -- " + shellArg(uid)},
+		{Line: "kubectl delete pod -n NAMESPACE -- NAME", Note: "NAMESPACE and NAME from the line above"},
+	}}
+}
+
+// killAction stops one unmanaged process: SIGTERM, and SIGKILL if it is still there 30 s
+// later.
+func (h *host) killAction(gp *GPUProcess) Action {
+	pid := strconv.Itoa(gp.PID)
+	sudo := h.sudo(gp.UID)
+	first := sudo + "kill " + pid
+	if gp.State == "T" || gp.State == "t" {
+		// A stopped process only acts on SIGTERM once continued.
+		first += "; " + sudo + "kill -CONT " + pid
+	}
+	return Action{Kind: ActionKill, Target: pid, PIDs: []int{gp.PID}, Frees: h.frees([]int{gp.PID}),
+		Steps: []Command{{Line: first}, {Line: "sleep 30; kill -0 " + pid + " 2>/dev/null && " + sudo + "kill -9 " + pid}}}
+}
+
+// zombieAction: a zombie cannot be killed, only reaped by its parent. Killing the parent
+// hands it to init, which reaps it. A zombie that still holds GPU memory has threads stuck
+// in the driver; those show as D in ps.
+func (h *host) zombieAction(gp *GPUProcess) Action {
+	pid := strconv.Itoa(gp.PID)
+	a := Action{Kind: ActionReapZombie, Target: pid, PIDs: []int{gp.PID}}
+	if gp.PPID != nil && *gp.PPID > 1 {
+		var owner *int
+		if parent := h.procByPID[*gp.PPID]; parent != nil {
+			owner = parent.UID
+		}
+		a.PIDs = append(a.PIDs, *gp.PPID)
+		a.Steps = append(a.Steps, Command{Line: h.sudo(owner) + "kill " + strconv.Itoa(*gp.PPID), Note: "the parent, which should have reaped " + pid})
+	}
+	slices.Sort(a.PIDs)
+	a.Frees = h.frees(a.PIDs)
+	a.Steps = append(a.Steps,
+		Command{Line: "ps -L -o pid,lwp,stat,wchan:32,cmd -p " + pid, Note: "threads in state D are stuck in the driver"},
+		Command{Line: h.sudo(nil) + "dmesg -T | grep -iE 'NVRM|Xid'"})
+	return a
+}
+
+// unitStopCommand stops u through its own manager: the system's, or as root the user's
+// (systemctl --user --machine=USER@).
+func (h *host) unitStopCommand(u unitRef) Command {
+	if u.UserUID == nil {
+		return Command{Line: h.sudo(nil) + "systemctl stop -- " + shellArg(u.Name)}
+	}
+	who := h.uidNames[*u.UserUID]
+	if who == "" {
+		who = strconv.Itoa(*u.UserUID)
+	}
+	return Command{Line: h.sudo(nil) + "systemctl --user --machine=" + shellWord(who+"@") + " stop -- " + shellArg(u.Name)}
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// groupFrees are the processes an action on a unit, container, pod or job ends (every live
+// process the probe saw in it), and what that gives back. Computed once per action.
+func (h *host) groupFrees(kind ActionKind, target string) ([]int, Impact) {
+	key := string(kind) + "\x00" + target
+	g, ok := h.groups[key]
+	if !ok {
+		for i := range h.s.Processes {
+			if p := &h.s.Processes[i]; !p.Gone && h.inGroup(p, kind, target) {
+				g.pids = append(g.pids, p.PID)
+			}
+		}
+		slices.Sort(g.pids)
+		g.frees = h.frees(g.pids)
+		if h.groups == nil {
+			h.groups = map[string]group{}
+		}
+		h.groups[key] = g
+	}
+	return slices.Clone(g.pids), cloneImpact(g.frees)
+}
+
+// group is what an action on a unit, container, pod or job ends.
+type group struct {
+	pids  []int
+	frees Impact
+}
+
+func (h *host) inGroup(p *parse.Process, kind ActionKind, target string) bool {
+	switch kind {
+	case ActionStopUnit:
+		u, ok := unitOf(p.Cgroup)
+		return ok && h.unitLabel(u) == target
+	case ActionStopContainer:
+		return p.Cgroup.PodUID == "" && containerName(p.Cgroup) == target
+	case ActionDeletePod:
+		return p.Cgroup.PodUID == target
+	case ActionCancelJob:
+		return p.Cgroup.SlurmJob == target
+	}
+	return false
+}
+
+// frees is what ending pids gives back: their GPU memory, and the deleted /dev/shm files
+// that only they keep (a file another process still keeps stays in RAM).
+func (h *host) frees(pids []int) Impact {
+	var im Impact
+	ended := setOf(pids)
+	counted := map[string]bool{}
+	keepers := h.deletedShmKeepers()
+	for _, pid := range pids {
+		if gp := h.gpByPID[pid]; gp != nil {
+			for g, m := range gp.GPUMemoryMiB {
+				if m > 0 {
+					if im.GPUMiB == nil {
+						im.GPUMiB = map[int]int64{}
+					}
+					im.GPUMiB[g] += m
+				}
+			}
+		}
+		p := h.procByPID[pid]
+		if p == nil {
+			continue
+		}
+		for _, u := range deletedShm(p) {
+			if counted[u.Path] || u.Bytes == nil || !allIn(keepers[u.Path], ended) {
+				continue
+			}
+			counted[u.Path] = true
+			im.ShmBytes += *u.Bytes
+		}
+	}
+	return im
+}
+
+func allIn(xs []int, set map[int]bool) bool {
+	for _, x := range xs {
+		if !set[x] {
+			return false
+		}
+	}
+	return true
+}
+
+// deletedShmKeepers maps each deleted, non-transient /dev/shm file to every live process that
+// keeps it, by PID; built once.
+func (h *host) deletedShmKeepers() map[string][]int {
+	if h.shmKeepers != nil {
+		return h.shmKeepers
+	}
+	h.shmKeepers = map[string][]int{}
+	for i := range h.s.Processes {
+		p := &h.s.Processes[i]
+		if p.Gone {
+			continue
+		}
+		for _, u := range deletedShm(p) {
+			h.shmKeepers[u.Path] = append(h.shmKeepers[u.Path], p.PID)
+		}
+	}
+	return h.shmKeepers
+}
+
+// addAction appends a to actions unless an action of the same Kind and Target is there.
+func addAction(actions []Action, a Action) []Action {
+	if slices.ContainsFunc(actions, func(b Action) bool { return b.Kind == a.Kind && b.Target == a.Target }) {
+		return actions
+	}
+	return append(actions, a)
+}
+
+// cloneImpact copies an impact, so that findings sharing an action do not share its map.
+func cloneImpact(i Impact) Impact {
+	return Impact{GPUMiB: maps.Clone(i.GPUMiB), ShmBytes: i.ShmBytes}
+}

@@ -1,0 +1,99 @@
+package diagnose
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Words of probe-limited.
+
+// limitLine is one limit as an evidence line.
+func limitLine(r Reason) string {
+	switch r.Code {
+	case ReasonProbeNote:
+		if r.Detail == "" {
+			return r.Note + ": " + r.Note
+		}
+		return r.Note + ": " + r.Detail
+	case ReasonNotRoot:
+		return "not-root: the probe ran as " + r.Detail + ": other users' processes and open files were hidden"
+	case ReasonCaptureTruncated:
+		return "the capture ended before the probe's final marker: everything after the cut is missing"
+	case ReasonSectionTruncated:
+		return fmt.Sprintf("section %s was cut at its limit of %s bytes", r.Detail, thousands(r.Bytes))
+	case ReasonAppsUnknown:
+		return "nvidia-smi's compute-app query failed or did not run: which process holds GPU memory is unknown"
+	case ReasonFieldFallback:
+		return "the driver does not know memory.reserved or mig.mode.current (an older driver): reserved memory and MIG mode are unknown"
+	case ReasonShmUnlisted:
+		return "/dev/shm could not be listed: stale files there were not checked"
+	case ReasonShmTruncated:
+		return "the /dev/shm listing was cut at its bound: some entries are missing and directory sizes may be low"
+	case ReasonNoTimeout:
+		return "the host has no timeout(1): the probe's steps were not bounded in time"
+	case ReasonPIDUnreadable:
+		return fmt.Sprintf("PID %d is listed by nvidia-smi but the probe could not read /proc/%d (another PID namespace, hidden, or exited)", r.PID, r.PID)
+	case ReasonPIDExited:
+		return fmt.Sprintf("PID %d exited while the probe ran", r.PID)
+	}
+	return string(r.Code)
+}
+
+// limitWhy is why a strong limit matters, and its rank among the others.
+func limitWhy(r Reason) (rank int, why string) {
+	switch {
+	case r.Code == ReasonNotRoot || r.Code == ReasonProbeNote && r.Note == "not-root":
+		return 0, "GPU memory is in use with no visible owner, and the probe did not run as root: rerun gputriage with --sudo (or as root) to see every process"
+	case r.Code == ReasonProbeNote && r.Note == parse.NoteCaptureTampered:
+		return 1, "the capture held twice what the probe prints once (see capture-tampered): that data was not used, so findings about it may be missing"
+	case r.Code == ReasonCaptureTruncated || r.Code == ReasonProbeNote && r.Note == "capture-truncated":
+		return 2, "the capture was cut short, so findings may be missing"
+	case r.Code == ReasonAppsUnknown:
+		return 3, "nvidia-smi did not list compute processes, so leftovers and ghost memory could not be checked"
+	}
+	return 4, string(r.Code)
+}
+
+// probeLimitedWords composes a probe-limited finding's words from its limits.
+func (h *host) probeLimitedWords(f *Finding) {
+	var unmatched []string
+	at := -1 // where the one line of unmatched apps goes
+	whys := map[int]string{}
+	for _, r := range f.Reasons {
+		if r.Code == ReasonUnmatchedApp {
+			if at < 0 {
+				at = len(f.Evidence)
+				f.Evidence = append(f.Evidence, "")
+			}
+			unmatched = append(unmatched, fmt.Sprintf("PID %d on %s", r.PID, r.Detail))
+			continue
+		}
+		f.Evidence = append(f.Evidence, limitLine(r))
+		if r.Strong {
+			rank, why := limitWhy(r)
+			whys[rank] = why
+		}
+	}
+	if at >= 0 {
+		slices.Sort(unmatched)
+		f.Evidence[at] = "compute apps on a GPU UUID missing from the GPU list (MIG devices?), so ghost memory was not checked: " + strings.Join(unmatched, ", ")
+	}
+	n := len(f.Evidence)
+	f.Title = fmt.Sprintf("the probe could not see everything on this host (%d %s)", n, plural(n, "limitation", "limitations"))
+	f.Explanation = "These are limits of what the probe saw, not problems of the host. Findings above rest only on what it could see."
+	if len(whys) > 0 {
+		var why []string
+		for rank := range 5 {
+			if w, ok := whys[rank]; ok {
+				why = append(why, w)
+			}
+		}
+		f.Explanation = "The probe's view of this host is incomplete in a way that matters: " + strings.Join(why, "; ") + "."
+	}
+	if h.notRoot() && !strings.Contains(f.Explanation, "--sudo") {
+		f.Explanation += " Rerunning gputriage with --sudo (or as root) lets the probe see every process."
+	}
+}
