@@ -28,6 +28,7 @@ func commands() []command {
 				return dispatch(ctx, "collect", args, e)
 			}},
 		{name: "explain", usage: "explain 'ERROR TEXT'", summary: "what a GPU error message means", run: explainCmd},
+		{name: "fix", usage: "fix HOST...", summary: "stop the leftovers the findings name", run: fixCmd},
 		{name: "help", usage: "help [TOPIC]", summary: "help on a command or a topic", run: helpCmd},
 		{name: "version", usage: "version", summary: "version, build and probe details", run: versionCmd},
 		{name: "completion", usage: "completion bash|zsh|fish", summary: "a shell completion script", run: completionCmd},
@@ -50,6 +51,8 @@ func findCommand(name string) (command, bool) {
 var notFor = map[string][]string{
 	"collect": {"format", "color", "replay", "local", "verbose", "only", "sort", "redact", "show-secrets", "output",
 		"tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
+	"fix": {"version", "format", "color", "replay", "local", "verbose", "quiet", "only", "sort", "redact", "show-secrets", "output",
+		"save", "dry-run", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
 	"explain": {"replay", "local", "save", "dry-run", "hosts-file", "hosts", "exclude", "quiet", "only", "sort", "redact",
 		"output", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
 }
@@ -63,6 +66,9 @@ func flagSet(cmd string, o *options) *pflag.FlagSet {
 	if cmd == "explain" {
 		fs.StringVar(&o.explainFile, "file", "", "read the message from `FILE`")
 		fs.StringArrayVar(&o.explainHosts, "host", nil, "triage `HOST` too and tie the message to it (repeatable; ranges allowed)")
+	}
+	if cmd == "fix" {
+		o.fix.addFlags(fs)
 	}
 	o.addFlags(fs)
 	for _, n := range notFor[cmd] {
@@ -113,6 +119,8 @@ func usageText(cmd string, width int) string {
 		return collectUsage + flags + collectTail
 	case "explain":
 		return explainUsage + flags + explainTail
+	case "fix":
+		return fixUsage + flags + fixTail
 	}
 	return usageHead + commandList() + hostsHelp + "\nFlags:\n" + flags + exitStatusHelp + examplesHelp
 }
@@ -159,14 +167,14 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		fmt.Fprint(e.stdout, usageText("", width))
 	case len(args) > 1:
 		return exitUsage, usagef("help: one topic at a time")
-	case args[0] == "collect" || args[0] == "explain":
+	case args[0] == "collect" || args[0] == "explain" || args[0] == "fix":
 		fmt.Fprint(e.stdout, usageText(args[0], width))
 	case helpTopics[args[0]] != "":
 		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
-		return exitUsage, usagef("help: no topic %q; topics: collect, explain, %s", args[0], strings.Join(helpTopicNames(), ", "))
+		return exitUsage, usagef("help: no topic %q; topics: collect, explain, fix, %s", args[0], strings.Join(helpTopicNames(), ", "))
 	}
 	return exitOK, nil
 }

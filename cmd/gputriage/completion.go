@@ -51,6 +51,7 @@ var valueKinds = map[string]string{
 	"option": "words:User= Port= HostName= IdentityFile= IdentitiesOnly= ProxyJump= ConnectTimeout= " +
 		"StrictHostKeyChecking= UserKnownHostsFile= HostKeyAlias=",
 	"hosts-file": "file", "config": "file", "identity": "file", "output": "file", "replay": "file", "file": "file",
+	"plan-out": "file", "apply": "file",
 	"save": "dir", "hosts": "host", "exclude": "host", "host": "host", "jump": "host",
 }
 
@@ -62,7 +63,7 @@ type compFlag struct {
 }
 
 // compCommands are the commands whose flags are completed, "" being triage.
-var compCommands = []string{"", "collect", "explain"}
+var compCommands = []string{"", "collect", "explain", "fix"}
 
 func completionFlags(cmd string) []compFlag {
 	var o options

@@ -43,13 +43,14 @@ _gputriage() {
 	fmt.Fprintf(&b, `	esac
 	((COMP_CWORD > 1)) && cmd="${COMP_WORDS[1]}"
 	case "$cmd" in
-	collect | explain | help | version | completion) ;;
+	collect | explain | fix | help | version | completion) ;;
 	*) cmd="" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case "$cmd" in
 		collect) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		explain) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
+		fix) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		"") COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		esac
 		return
@@ -66,13 +67,13 @@ _gputriage() {
 	esac
 }
 complete -o default -F _gputriage gputriage
-`, flagWords("collect"), flagWords("explain"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("fix"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 
 // helpWords are what `gputriage help` takes.
 func helpWords() string {
-	return "collect explain " + strings.Join(helpTopicNames(), " ")
+	return "collect explain fix " + strings.Join(helpTopicNames(), " ")
 }
 
 func zshCompletion() string {
@@ -106,12 +107,13 @@ _gputriage() {
 	}
 	fmt.Fprintf(&b, `	esac
 	(( CURRENT > 2 )) && case ${words[2]} in
-	(collect|explain|help|version|completion) cmd=${words[2]} ;;
+	(collect|explain|fix|help|version|completion) cmd=${words[2]} ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case $cmd in
 		(collect) compadd -- %s ;;
 		(explain) compadd -- %s ;;
+		(fix) compadd -- %s ;;
 		('') compadd -- %s ;;
 		esac
 		return
@@ -131,7 +133,7 @@ if [[ ${funcstack[1]} == _gputriage ]]; then
 else
 	compdef _gputriage gputriage
 fi
-`, flagWords("collect"), flagWords("explain"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("fix"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 

@@ -118,7 +118,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string // after the command name; the last is the word being completed
 		want  string
 	}{
-		{[]string{""}, "10.0.0.5 collect completion eq-host explain gpu01 gpu02 help included01 known01 known02 version"},
+		{[]string{""}, "10.0.0.5 collect completion eq-host explain fix gpu01 gpu02 help included01 known01 known02 version"},
 		{[]string{"--fo"}, "--format"},
 		{[]string{"--format", ""}, "json markdown text"},
 		{[]string{"--only", "f"}, "failed findings"},

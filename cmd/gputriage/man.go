@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -62,6 +63,14 @@ commands that would fix it. It never runs them.
 		manFlag(&b, fs.Lookup(n))
 	}
 	b.WriteString(".PP\nand these options of the above: " + roff(flagList("explain")) + "\n")
+	b.WriteString(".SH \"FIX OPTIONS\"\n")
+	fs = flagSet("fix", &o)
+	for _, n := range []string{"yes", "plan-out", "apply", "kill-after", "wait"} {
+		manFlag(&b, fs.Lookup(n))
+	}
+	b.WriteString(".PP\nand these options of the above: " + roff(flagList("fix")) + "\n")
+	b.WriteString(".SS \"Exit status of fix\"\n")
+	manText(&b, "Exit status", fixTail)
 	for _, sec := range []struct{ title, text string }{
 		{"HOSTS", hostsHelp}, {"SSH", sshHelp}, {"EXIT STATUS", exitStatusHelp}, {"EXAMPLES", examplesHelp},
 	} {
@@ -104,7 +113,7 @@ func flagList(cmd string) string {
 	var o options
 	var names []string
 	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && f.Name != "file" && f.Name != "host" {
+		if !f.Hidden && !slices.Contains([]string{"file", "host", "yes", "plan-out", "apply", "kill-after", "wait"}, f.Name) {
 			names = append(names, "--"+f.Name)
 		}
 	})

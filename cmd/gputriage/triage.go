@@ -35,6 +35,8 @@ type options struct {
 	out     outputOptions
 	ready   readyOptions
 
+	fix fixOptions // fix's own flags
+
 	explainFile  string   // explain --file
 	explainHosts []string // explain --host
 }
