@@ -161,7 +161,17 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 		}
 		return &p, false, nil
 	}
-	hosts, code, err := o.remote(ctx, args, triager{}, e)
+	var mu sync.Mutex
+	plans := map[string]fix.HostPlan{} // by host name, built while each whole snapshot is at hand
+	see := func(h *report.Host) {
+		if h.Err == nil && h.Snapshot != nil {
+			hp := fix.BuildHost(h.Name, h.Snapshot, h.Result)
+			mu.Lock()
+			plans[h.Name] = hp
+			mu.Unlock()
+		}
+	}
+	hosts, code, err := o.remote(ctx, args, triager{see: see}, e)
 	if err != nil || hosts == nil {
 		if err == nil && code != exitOK {
 			err = usagef("fix: no hosts")
@@ -171,12 +181,13 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 	p := &fix.Plan{Version: fix.Version, ID: randomHex(8)}
 	failed := false
 	for _, h := range hosts {
-		if h.Err != nil || h.Snapshot == nil {
+		hp, ok := plans[h.Name]
+		if !ok {
 			failed = true
 			fmt.Fprintf(e.stderr, "gputriage: %s: not probed: %s\n", report.Sanitize(h.Name), report.Sanitize(errText(h.Err)))
 			continue
 		}
-		p.Hosts = append(p.Hosts, fix.BuildHost(h.Name, h.Snapshot, h.Result))
+		p.Hosts = append(p.Hosts, hp)
 	}
 	return p, failed, nil
 }
