@@ -250,3 +250,100 @@ func TestFixNeedsYesWithoutTerminal(t *testing.T) {
 		t.Error("the leftover was signalled without confirmation")
 	}
 }
+
+// A login that is not root cannot signal root's leftover: the target is refused, the process
+// left alone, and the message points at --sudo.
+func TestFixNonRootToldAboutSudo(t *testing.T) {
+	l := newFixLab(t)
+	plan := filepath.Join(l.dir, "plan.json")
+	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix"); code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// nobody gets a shell inside the lab host (its own /etc/passwd, bind-mounted in its mount
+	// namespace), and may read the authorized keys.
+	passwd := filepath.Join(l.dir, "passwd")
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = regexp.MustCompile(`(?m)^nobody:.*$`).ReplaceAll(b, []byte("nobody:x:65534:65534:nobody:/tmp:/bin/sh"))
+	if err := os.WriteFile(passwd, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(l.sshd.Enter(t), "mount", "--bind", passwd, "/etc/passwd")
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Skipf("cannot give nobody a shell in the lab: %v %s", err, out)
+	}
+	for _, d := range []string{filepath.Dir(l.sshd.Dir), l.sshd.Dir, filepath.Join(l.sshd.Dir, "authorized_keys")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--apply", plan)
+	want := fmt.Sprintf("gpu-fix: PID %d sglang.launch_server: refused: permission denied: it is another user's process; --sudo would signal it as root", l.leftover.PID)
+	if code != exitFixIncomplete || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want %d and %q\n%s\n%s", code, exitFixIncomplete, want, out, errOut)
+	}
+	if !l.alive(t, l.leftover.PID) {
+		t.Error("the leftover is gone")
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Login != "nobody" || recs[0].Result.Detail != "permission" {
+		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// At a terminal, fix applies only once the operator types the host's name: a wrong answer
+// applies nothing.
+func TestFixTypedConfirmation(t *testing.T) {
+	l := newFixLab(t)
+	for _, c := range []struct {
+		answer string
+		code   int
+		alive  bool
+	}{{"gpu-fox", exitFixIncomplete, true}, {"gpu-fix", exitOK, false}} {
+		t.Run(c.answer, func(t *testing.T) {
+			ptm, pts := openPTY(t)
+			errR, errW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer errR.Close()
+			var out bytes.Buffer
+			getenv := func(k string) string {
+				if k == "XDG_STATE_HOME" {
+					return l.state
+				}
+				return ""
+			}
+			done := make(chan int, 1)
+			go func() {
+				defer errW.Close()
+				done <- run(context.Background(), []string{"fix", "-F", l.config, "gpu-fix"}, pts, &out, errW, getenv, isTerminal)
+			}()
+			prompt := make([]byte, 0, 256)
+			buf := make([]byte, 256)
+			for !bytes.Contains(prompt, []byte("type the host name gpu-fix: ")) {
+				n, err := errR.Read(buf)
+				if err != nil {
+					t.Fatalf("no prompt: %q (%v)", prompt, err)
+				}
+				prompt = append(prompt, buf[:n]...)
+			}
+			if l.alive(t, l.leftover.PID) != true {
+				t.Fatal("signalled before the answer")
+			}
+			if _, err := ptm.Write([]byte(c.answer + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("fix did not finish")
+			}
+			if code != c.code || l.alive(t, l.leftover.PID) != c.alive {
+				t.Errorf("answer %q: exit %d, leftover alive %v; want %d, %v\n%s", c.answer, code, l.alive(t, l.leftover.PID), c.code, c.alive, out.String())
+			}
+		})
+	}
+}
