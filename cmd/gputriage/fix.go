@@ -290,11 +290,11 @@ type hostRun struct {
 	err     error
 }
 
-// askKill asks, on a terminal, whether to SIGKILL the targets still running; without a
-// terminal (--yes in a script) it does not.
+// askKill asks, on a terminal, whether to SIGKILL the targets still running; with --yes or
+// without a terminal it does not.
 func (f *fixOptions) askKill(runs []hostRun, again []int, e *env) bool {
-	if !stdinTerminal(e) {
-		fmt.Fprintln(e.stderr, "gputriage: targets still run after SIGTERM; not sending SIGKILL without a terminal (give --kill-after D)")
+	if f.yes || !stdinTerminal(e) {
+		fmt.Fprintln(e.stderr, "gputriage: targets still run after SIGTERM; no SIGKILL without --kill-after D or a terminal to ask at")
 		return false
 	}
 	n := 0

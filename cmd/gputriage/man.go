@@ -44,7 +44,8 @@ gputriage \- why GPU memory is not where you expect it, who holds it, and what t
 gputriage runs one read\-only probe on each host over SSH (or on this machine with
 \fB\-\-local\fR), correlates every GPU\-holding process with its command line, user, age,
 systemd unit, container or Slurm job and its /dev/shm files, and says what it finds with the
-commands that would fix it. It never runs them.
+commands that would fix it. It never runs them, but for \fBgputriage fix\fR, which stops the
+leftover processes the findings name once the operator confirms the plan.
 .SH COMMANDS
 `)
 	for _, c := range commands() {
