@@ -86,21 +86,22 @@ func thousands(n int64) string {
 	return s
 }
 
-// WriteResult writes what became of one target: "stopped: kill -TERM 20629 (55,286 MiB on GPU
-// 0 freed 1.3s after SIGTERM)", or why not, with what would help.
+// WriteResult writes what became of one target: "gpu07: PID 20629 sglang.launch_server:
+// stopped 270ms after the signal; nvidia-smi no longer lists it (it held 55,286 MiB on GPU 0)",
+// or why not, with what would help.
 func WriteResult(w io.Writer, host string, t Target, r Result, sudo bool, clean func(string) string) {
 	head := clean(host) + ": PID " + fmt.Sprint(t.PID) + " " + clean(t.Program)
 	switch r.Outcome {
 	case Stopped:
 		took := ""
-		if r.Signal != nil && r.Release != nil {
-			took = " in " + (*r.Release - *r.Signal).Round(10*time.Millisecond).String()
+		if r.Signal != nil && r.Exit != nil {
+			took = " " + (*r.Exit - *r.Signal).Round(10*time.Millisecond).String() + " after the signal"
 		}
-		freed := freesText(t.FreesMiB)
-		if freed == "" {
-			freed = "no GPU memory listed"
+		fmt.Fprintf(w, "%s: stopped%s%s; nvidia-smi no longer lists it", head, via(r), took)
+		if freed := freesText(t.FreesMiB); freed != "" {
+			fmt.Fprintf(w, " (it held %s)", freed)
 		}
-		fmt.Fprintf(w, "%s: stopped%s; freed %s%s\n", head, via(r), freed, took)
+		fmt.Fprintln(w)
 	case MemoryHeld:
 		fmt.Fprintf(w, "%s: exited%s, but nvidia-smi still lists it: memory still held (look for threads stuck in the driver: dmesg -T | grep -iE 'NVRM|Xid')\n", head, via(r))
 	case StillRunning:

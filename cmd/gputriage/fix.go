@@ -32,6 +32,10 @@ type fixOptions struct {
 	apply     string
 	killAfter time.Duration
 	wait      time.Duration
+
+	// bases are the hosts' whole snapshots as probed for the plan, by host name: the first
+	// round of the watch for released memory (none with --apply).
+	bases map[string]baseline
 }
 
 func (o *fixOptions) addFlags(fs *pflag.FlagSet) {
@@ -163,11 +167,15 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 	}
 	var mu sync.Mutex
 	plans := map[string]fix.HostPlan{} // by host name, built while each whole snapshot is at hand
+	f.bases = map[string]baseline{}
 	see := func(h *report.Host) {
 		if h.Err == nil && h.Snapshot != nil {
 			hp := fix.BuildHost(h.Name, h.Snapshot, h.Result)
 			mu.Lock()
 			plans[h.Name] = hp
+			if len(hp.Targets) > 0 {
+				f.bases[h.Name] = baseline{snap: h.Snapshot, result: h.Result}
+			}
 			mu.Unlock()
 		}
 	}
@@ -273,9 +281,10 @@ func (f *fixOptions) applyPlan(ctx context.Context, o *options, p fix.Plan, e *e
 			runs[i] = f.runHosts(ctx, o, p, fix.ModeKill, &runs[i], e)[i]
 		}
 	}
-	for _, r := range runs {
+	for i, r := range runs {
+		_, watched := f.bases[p.Hosts[i].Host]
 		for _, res := range r.results {
-			if res.Outcome != fix.Stopped && code == exitOK {
+			if (res.Outcome != fix.Stopped || watched && !r.released) && code == exitOK {
 				code = exitFixIncomplete
 			}
 		}
@@ -288,6 +297,9 @@ type hostRun struct {
 	hp      fix.HostPlan
 	results []fix.Result
 	err     error
+	// released: watch saw the memory of every stopped target come back (false when it did
+	// not, or did not watch: --apply has no first round to compare with).
+	released bool
 }
 
 // askKill asks, on a terminal, whether to SIGKILL the targets still running; with --yes or
@@ -329,11 +341,21 @@ func (f *fixOptions) runHosts(ctx context.Context, o *options, p fix.Plan, mode 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			start := time.Now()
 			r := f.runHost(ctx, o, p.ID, hp, mode, e)
 			mu.Lock()
-			defer mu.Unlock()
-			runs[i] = r
 			f.report(o, p.ID, mode, r, e)
+			mu.Unlock()
+			if base, ok := f.bases[hp.Host]; ok && r.err == nil {
+				var lines []string
+				lines, r.released = f.watchRelease(ctx, o, r, base, start, e)
+				mu.Lock()
+				for _, l := range lines {
+					fmt.Fprintln(e.stdout, l)
+				}
+				mu.Unlock()
+			}
+			runs[i] = r
 		}()
 	}
 	wg.Wait()
