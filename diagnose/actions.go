@@ -203,6 +203,9 @@ func (h *host) frees(pids []int) Impact {
 }
 
 func allIn(xs []int, set map[int]bool) bool {
+	if len(xs) > len(set) {
+		return false
+	}
 	for _, x := range xs {
 		if !set[x] {
 			return false

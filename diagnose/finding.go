@@ -79,9 +79,11 @@ type Finding struct {
 	Imbalance *Imbalance
 
 	// Typed facts (see facts.go); the strings above are composed from them.
-	// Reasons are the evidence, strong ones first.
+	// Reasons are the evidence, strong ones first; probe-limited's limits stand in the order
+	// of its evidence lines.
 	Reasons []Reason
-	// Actions are what to do, most effective first; Fix lists their commands' lines.
+	// Actions are what to do, in the order a person would do them (a report ranks them by
+	// Frees); Fix lists their commands' lines.
 	Actions []Action
 	// Checks are the commands that show whether the actions worked; Fix ends with them.
 	Checks []Command

@@ -95,7 +95,8 @@ func (h *host) ownerName(uid int) string { return h.userName(&uid, "") }
 
 // shmFile is what a finding says of one /dev/shm entry.
 func (h *host) shmFile(ix shmIndex, e *parse.ShmEntry) ShmFile {
-	sf := ShmFile{Path: e.Path, Bytes: &e.TreeBytes, Dir: e.Type == 'd', Owner: h.ownerName(e.UID), PIDs: sortedInts(e.Holders)}
+	size := e.TreeBytes
+	sf := ShmFile{Path: e.Path, Bytes: &size, Dir: e.Type == 'd', Owner: h.ownerName(e.UID), PIDs: sortedInts(e.Holders)}
 	if t := ix.newest[e.Path]; !t.IsZero() {
 		age := h.ref.Sub(t)
 		sf.Modified, sf.Age = &t, &age

@@ -120,3 +120,18 @@ func fixWords(actions []Action, omitted int, checks []Command) []string {
 	}
 	return out
 }
+
+// foldedWords composes the words of a finding that stands for the processes beyond
+// maxDetailed; what says what they do ("look abandoned").
+func foldedWords(f *Finding, what string) {
+	pids := f.PIDs
+	f.Title = fmt.Sprintf("%s more %s %s (not detailed)", thousands(int64(len(pids))), plural(len(pids), "process", "processes"), what)
+	f.Explanation = fmt.Sprintf("This host has more than %s such processes; the first %s are detailed above, and these are listed by PID only. Treat them the same way once the detailed ones are understood.",
+		thousands(maxDetailed), thousands(maxDetailed))
+	shown := firstN(pids, maxHolderLines)
+	line := fmtPIDs(shown)
+	if len(pids) > len(shown) {
+		line += fmt.Sprintf(" and %s more", thousands(int64(len(pids)-len(shown))))
+	}
+	f.Evidence = []string{line}
+}

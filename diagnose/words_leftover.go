@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,7 +24,7 @@ func (h *host) leftoverWords(f *Finding, gp *GPUProcess) {
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "PID %d %s, but it looks left over from an earlier run: %s. ", gp.PID, holds, reasonsWords(f.Reasons))
 	ex.WriteString("Until it exits, that GPU memory is unavailable to new jobs, and a tensor-parallel job that spans these GPUs will refuse to start or run out of memory. ")
-	if gp.State == "Z" {
+	if slices.ContainsFunc(f.Reasons, func(r Reason) bool { return r.Code == ReasonZombie }) {
 		ex.WriteString("A zombie cannot be killed: its parent has to reap it, which happens when the parent exits. A zombie that still holds GPU memory usually has threads stuck in the driver; if killing the parent does not free it, only a reboot will.")
 	} else {
 		ex.WriteString("Stop it with the commands below (gputriage never runs them); check first that nobody still needs it.")
