@@ -43,13 +43,14 @@ _gputriage() {
 	fmt.Fprintf(&b, `	esac
 	((COMP_CWORD > 1)) && cmd="${COMP_WORDS[1]}"
 	case "$cmd" in
-	collect | explain | help | version | completion) ;;
+	collect | explain | watch | help | version | completion) ;;
 	*) cmd="" ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case "$cmd" in
 		collect) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		explain) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
+		watch) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		"") COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		esac
 		return
@@ -66,13 +67,13 @@ _gputriage() {
 	esac
 }
 complete -o default -F _gputriage gputriage
-`, flagWords("collect"), flagWords("explain"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("watch"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 
 // helpWords are what `gputriage help` takes.
 func helpWords() string {
-	return "collect explain " + strings.Join(helpTopicNames(), " ")
+	return "collect explain watch " + strings.Join(helpTopicNames(), " ")
 }
 
 func zshCompletion() string {
@@ -106,12 +107,13 @@ _gputriage() {
 	}
 	fmt.Fprintf(&b, `	esac
 	(( CURRENT > 2 )) && case ${words[2]} in
-	(collect|explain|help|version|completion) cmd=${words[2]} ;;
+	(collect|explain|watch|help|version|completion) cmd=${words[2]} ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case $cmd in
 		(collect) compadd -- %s ;;
 		(explain) compadd -- %s ;;
+		(watch) compadd -- %s ;;
 		('') compadd -- %s ;;
 		esac
 		return
@@ -131,7 +133,7 @@ if [[ ${funcstack[1]} == _gputriage ]]; then
 else
 	compdef _gputriage gputriage
 fi
-`, flagWords("collect"), flagWords("explain"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("watch"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 
@@ -153,6 +155,7 @@ end
 complete -c gputriage -f
 complete -c gputriage -n 'test (count (commandline -opc)) -eq 1' -a %q
 complete -c gputriage -n "__gputriage_cmd_is ''" -a '(__gputriage_hosts)'
+complete -c gputriage -n '__gputriage_cmd_is watch' -a '(__gputriage_hosts)'
 complete -c gputriage -n '__gputriage_cmd_is help' -a %q
 complete -c gputriage -n '__gputriage_cmd_is completion' -a 'bash zsh fish'
 `, subs, subs, helpWords())
