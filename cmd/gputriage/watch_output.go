@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/watch"
 )
@@ -18,6 +19,7 @@ type watchOutput struct {
 	mode   string // "screen", "lines" or "json"
 	labels []string
 	header string
+	until  bool            // a condition is awaited: a host that does not hold it has a problem
 	notes  map[string]bool // printed already: each note once per host
 	recent []string        // the screen's last changes
 	said   map[int]string  // lines: the last state said per host ("holds", or what it waits for)
@@ -38,6 +40,7 @@ func newWatchOutput(o *options, e *env, hosts []resolved) watchOutput {
 	for _, h := range hosts {
 		out.labels = append(out.labels, report.Sanitize(h.label))
 	}
+	out.until = o.watch.until != ""
 	until := o.watch.until
 	if until == "" {
 		until = "Ctrl-C"
@@ -127,17 +130,17 @@ func (o *watchOutput) screen(at time.Time) {
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
 	fmt.Fprintf(&b, "%s  %s\n\n", o.header, at.Format("15:04:05"))
-	fmt.Fprintf(&b, "%-20s %-10s %-9s %s\n", "HOST", "STATE", "HOLDERS", "WAITING FOR")
+	fmt.Fprintf(&b, "%-20s %-10s %-11s %s\n", "HOST", "STATE", "HOLDERS", "WAITING FOR")
 	var bars []int
 	for i, s := range o.last {
 		state, holders, waiting := "probing", "", ""
 		if s != nil {
 			state, holders, waiting = screenRow(*s)
-			if !s.Holds || !s.Reachable || s.Worst >= 1 {
+			if (o.until && !s.Holds) || !s.Reachable || s.Worst >= diagnose.Warning {
 				bars = append(bars, i)
 			}
 		}
-		fmt.Fprintf(&b, "%-20s %-10s %-9s %s\n", o.labels[i], state, holders, report.Sanitize(waiting))
+		fmt.Fprintf(&b, "%-20s %-10s %-11s %s\n", o.labels[i], state, holders, report.Sanitize(waiting))
 	}
 	for _, i := range bars {
 		for _, g := range o.last[i].GPUs {
@@ -166,7 +169,7 @@ func screenRow(s watch.Status) (state, holders, waiting string) {
 		return "DOWN", holders, s.Err
 	case s.Holds:
 		return "holds", holders, ""
-	case s.Worst >= 1:
+	case s.Worst >= diagnose.Warning:
 		state = worstName(s.Worst)
 	default:
 		state = "ok"

@@ -310,3 +310,39 @@ func TestWatchReconnect(t *testing.T) {
 		t.Errorf("%d handshakes with w2: want 2 (one before, one after the restart)", n)
 	}
 }
+
+// TestWatchScreen: on a terminal (with color allowed) the screen is redrawn in place: cursor
+// home and clear before each round, the fleet table, bars for the hosts still waiting; with
+// --color never the same terminal gets the piped lines instead.
+func TestWatchScreen(t *testing.T) {
+	l := newWatchLab(t)
+	for _, c := range []struct {
+		color  string
+		screen bool
+	}{{"auto", true}, {"never", false}} {
+		var out, errb syncBuffer
+		tty := func(w io.Writer) (bool, int) { return w == io.Writer(&out), 100 }
+		code := run(context.Background(), []string{"watch", "-F", l.config, "--color", c.color, "--interval", "500ms",
+			"--timeout", "2s", "w1", "w2"}, strings.NewReader(""), &out, &errb, func(string) string { return "" }, tty)
+		s := out.String()
+		if code != exitOK {
+			t.Errorf("--color %s: exit %d, want 0 (no --until)\n%s\n%s", c.color, code, s, errb.String())
+		}
+		redraws := strings.Count(s, "\x1b[H\x1b[2J")
+		if c.screen != (redraws >= 2) || (!c.screen && strings.Contains(s, "\x1b")) {
+			t.Errorf("--color %s: %d redraws:\n%q", c.color, redraws, s)
+		}
+		if c.screen {
+			last := s[strings.LastIndex(s, "\x1b[H\x1b[2J"):]
+			for _, want := range []string{"gputriage watch: 2 hosts every 500ms until Ctrl-C", "HOST ", "w1 ", "2 (1 left)",
+				"w1 GPU 0 [#############-------] 55,295 MiB / 81,559 MiB", "watch ended: --timeout 2s passed (exit 0)"} {
+				if !strings.Contains(last, want) {
+					t.Errorf("screen lacks %q:\n%s", want, last)
+				}
+			}
+			if strings.Contains(last, "w2 GPU") {
+				t.Errorf("bars for w2, which has no problem:\n%s", last)
+			}
+		}
+	}
+}
