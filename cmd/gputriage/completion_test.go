@@ -118,7 +118,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string // after the command name; the last is the word being completed
 		want  string
 	}{
-		{[]string{""}, "10.0.0.5 collect completion eq-host explain fix gpu01 gpu02 help included01 known01 known02 version"},
+		{[]string{""}, "10.0.0.5 collect completion eq-host explain fix gpu01 gpu02 help included01 known01 known02 version watch"},
 		{[]string{"--fo"}, "--format"},
 		{[]string{"--format", ""}, "json markdown text"},
 		{[]string{"--only", "f"}, "failed findings"},
@@ -134,6 +134,9 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"collect", "--sa"}, "--save"},
 		{[]string{"explain", "--ho"}, "--host"},
 		{[]string{"explain", "--host", "i"}, "included01"},
+		{[]string{"watch", "--un"}, "--until"},
+		{[]string{"watch", "--until", ""}, "clean free ready"},
+		{[]string{"watch", "--until", "free", "k"}, "known01 known02"},
 		{[]string{"completion", ""}, "bash fish zsh"},
 		{[]string{"help", "e"}, "exit-status explain"},
 		{[]string{"-q", "--debug"}, "--debug-ssh"},

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -72,6 +71,7 @@ leftover processes the findings name once the operator confirms the plan.
 	b.WriteString(".PP\nand these options of the above: " + roff(flagList("fix")) + "\n")
 	b.WriteString(".SS \"Exit status of fix\"\n")
 	manText(&b, "Exit status", fixTail)
+	manWatch(&b)
 	for _, sec := range []struct{ title, text string }{
 		{"HOSTS", hostsHelp}, {"SSH", sshHelp}, {"EXIT STATUS", exitStatusHelp}, {"EXAMPLES", examplesHelp},
 	} {
@@ -113,12 +113,36 @@ func manFlag(b *strings.Builder, f *pflag.Flag) {
 func flagList(cmd string) string {
 	var o options
 	var names []string
+	own := map[string]bool{"file": true, "host": true}
+	switch cmd {
+	case "watch":
+		own = watchOwn
+	case "fix":
+		own = map[string]bool{"yes": true, "plan-out": true, "apply": true, "kill-after": true, "wait": true}
+	}
 	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && !slices.Contains([]string{"file", "host", "yes", "plan-out", "apply", "kill-after", "wait"}, f.Name) {
+		if !f.Hidden && !own[f.Name] {
 			names = append(names, "--"+f.Name)
 		}
 	})
 	return strings.Join(names, ", ") + "."
+}
+
+// watchOwn are the flags watch has of its own, or with a meaning of its own.
+var watchOwn = map[string]bool{"interval": true, "until": true, "timeout": true, "format": true}
+
+// manWatch writes watch's section: its own flags, the others it takes, its exit status.
+func manWatch(b *strings.Builder) {
+	b.WriteString(".SH \"WATCH OPTIONS\"\n")
+	manText(b, "WATCH OPTIONS", strings.SplitN(watchUsage, "\n\nUsage:", 2)[0])
+	var o options
+	fs := flagSet("watch", &o)
+	for _, n := range []string{"interval", "until", "timeout", "format"} {
+		manFlag(b, fs.Lookup(n))
+	}
+	b.WriteString(".PP\nand these options of the above: " + roff(flagList("watch")) + "\n")
+	b.WriteString(".PP\n")
+	manText(b, "Exit status", strings.Replace(watchTail, "Exit status:", "Exit status of watch:", 1))
 }
 
 // manText turns a help text (a heading, then prose or indented two-column lines) into roff

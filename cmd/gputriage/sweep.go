@@ -120,43 +120,13 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	if o.fanout < 1 {
 		return nil, usagef("--fanout must be at least 1, got %d", o.fanout)
 	}
-	ag, closer, err := sshexec.AgentFromEnv(e.getenv)
+	sopt, nonce, closeAgent, err := o.options(timeout, e)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "gputriage: ssh-agent: %v (continuing with identity files)\n", err)
+		return nil, err
 	}
-	if closer != nil {
-		defer closer.Close()
-	}
-	nonce := newNonce()
-	sopt := sshexec.Options{
-		Command:        probeCommand(o.sudo),
-		Stdin:          parse.ProbeInput(nonce, smiSeconds(timeout)),
-		MaxOutput:      maxCaptureBytes,
-		Timeout:        timeout,
-		ConnectTimeout: o.connectTimeout,
-		Fanout:         fanoutWithin(o.fanout, len(hosts), e),
-		AcceptNew:      o.acceptNew,
-		Head:           headCheck(nonce),
-		Shell:          e.getenv("SHELL"), // a ProxyCommand runs in the user's shell, as ssh runs it
-	}
-	if ag != nil {
-		sopt.Agent = ag
-	}
-	if o.askPassphrase {
-		in, ok := e.stdin.(*os.File)
-		if !ok || !term.IsTerminal(int(in.Fd())) {
-			return nil, usagef("--ask-passphrase needs a terminal on standard input")
-		}
-		var mu sync.Mutex
-		sopt.Passphrase = func(file string) ([]byte, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			fmt.Fprintf(e.stderr, "Enter passphrase for key '%s': ", file)
-			b, err := term.ReadPassword(int(in.Fd()))
-			fmt.Fprintln(e.stderr)
-			return b, err
-		}
-	}
+	defer closeAgent()
+	sopt.Fanout = fanoutWithin(o.fanout, len(hosts), e)
+	ag := sopt.Agent
 	var debug *sshDebug
 	if o.debug {
 		debug = &sshDebug{w: e.stderr}
@@ -189,6 +159,50 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 		}
 	}
 	return out, nil
+}
+
+// options are the sshexec options a sweep and a watch share: the probe and its bounds with
+// this run's nonce, the agent, and the passphrase prompt. closeAgent ends the agent connection.
+func (o *sshOptions) options(timeout time.Duration, e *env) (sopt sshexec.Options, nonce string, closeAgent func(), err error) {
+	ag, closer, err := sshexec.AgentFromEnv(e.getenv)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "gputriage: ssh-agent: %v (continuing with identity files)\n", err)
+	}
+	closeAgent = func() {}
+	if closer != nil {
+		closeAgent = func() { closer.Close() }
+	}
+	nonce = newNonce()
+	sopt = sshexec.Options{
+		Command:        probeCommand(o.sudo),
+		Stdin:          parse.ProbeInput(nonce, smiSeconds(timeout)),
+		MaxOutput:      maxCaptureBytes,
+		Timeout:        timeout,
+		ConnectTimeout: o.connectTimeout,
+		AcceptNew:      o.acceptNew,
+		Head:           headCheck(nonce),
+		Shell:          e.getenv("SHELL"), // a ProxyCommand runs in the user's shell, as ssh runs it
+	}
+	if ag != nil {
+		sopt.Agent = ag
+	}
+	if o.askPassphrase {
+		in, ok := e.stdin.(*os.File)
+		if !ok || !term.IsTerminal(int(in.Fd())) {
+			closeAgent()
+			return sopt, "", func() {}, usagef("--ask-passphrase needs a terminal on standard input")
+		}
+		var mu sync.Mutex
+		sopt.Passphrase = func(file string) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(e.stderr, "Enter passphrase for key '%s': ", file)
+			b, err := term.ReadPassword(int(in.Fd()))
+			fmt.Fprintln(e.stderr)
+			return b, err
+		}
+	}
+	return sopt, nonce, closeAgent, nil
 }
 
 // strictNoNote is said of the hosts whose config turns host key checking off.

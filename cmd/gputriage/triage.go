@@ -34,6 +34,7 @@ type options struct {
 	ssh     sshOptions
 	out     outputOptions
 	ready   readyOptions
+	watch   watchOptions
 
 	fix fixOptions // fix's own flags
 
