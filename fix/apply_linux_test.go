@@ -160,3 +160,40 @@ func TestApplyScriptRefusesBadWords(t *testing.T) {
 		}
 	}
 }
+
+// A unit, container or job is stopped by name only while the process's cgroup still names it:
+// otherwise the stop command never runs.
+func TestApplyStopsByNameOnlyInItsGroup(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	bin := t.TempDir()
+	calls := bin + "/calls"
+	for _, tool := range []string{"systemctl", "docker", "scancel"} {
+		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\n"
+		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	for _, c := range []struct {
+		kind     Kind
+		name, rt string
+		detail   string
+	}{
+		{KindStopUnit, "vllm.service", "", "not-in-unit"},
+		{KindStopContainer, strings.Repeat("b7", 32), "docker", "not-in-container"},
+		{KindCancelJob, "4242", "", "not-in-job"},
+	} {
+		p := sleeper(t)
+		tg := identity(t, p.Process.Pid)
+		tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+		res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeTerm)
+		if res[0].Outcome != Refused || res[0].Detail != c.detail || !alive(p.Process.Pid) {
+			t.Errorf("%s %s: %+v, want refused %s", c.kind, c.name, res[0], c.detail)
+		}
+	}
+	if b, err := os.ReadFile(calls); err == nil {
+		t.Errorf("a stop command ran: %q", b)
+	}
+}
