@@ -327,7 +327,8 @@ func (f *fixOptions) askKill(runs []hostRun, again []int, e *env) bool {
 func (f *fixOptions) runHosts(ctx context.Context, o *options, p fix.Plan, mode fix.Mode, prev *hostRun, e *env) []hostRun {
 	runs := make([]hostRun, len(p.Hosts))
 	var wg sync.WaitGroup
-	var mu sync.Mutex // one host's lines at a time
+	var mu sync.Mutex                                  // one host's lines at a time
+	slots := make(chan struct{}, max(1, o.ssh.fanout)) // --fanout hosts at once
 	for i, hp := range p.Hosts {
 		if prev != nil {
 			if prev.hp.Host != hp.Host {
@@ -341,6 +342,8 @@ func (f *fixOptions) runHosts(ctx context.Context, o *options, p fix.Plan, mode 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			start := time.Now()
 			r := f.runHost(ctx, o, p.ID, hp, mode, e)
 			mu.Lock()
