@@ -53,6 +53,12 @@ func parseHost(r io.Reader) (HostFacts, []string, error) {
 			h.Kernel = v
 		case "user":
 			h.User = v
+		case "boot_id":
+			if id, ok := bootID(v); ok {
+				h.BootID = id
+			} else {
+				bad = true
+			}
 		case "nvidia_smi":
 			h.NvidiaSMIPath = v
 		case "timeout":
@@ -313,4 +319,19 @@ func ParseUserUnits(r io.Reader) (out []UserUnits, contested []string, err error
 		}
 	}
 	return keep, contested, errs.err()
+}
+
+// bootID is a boot_id as 32 lower-case hex digits, its dashes dropped; ok is false for
+// anything but the kernel's 8-4-4-4-12 form.
+func bootID(v string) (string, bool) {
+	parts := strings.Split(v, "-")
+	if len(parts) != 5 || len(v) != 36 {
+		return "", false
+	}
+	for i, n := range []int{8, 4, 4, 4, 12} {
+		if len(parts[i]) != n || strings.Trim(parts[i], "0123456789abcdef") != "" {
+			return "", false
+		}
+	}
+	return strings.Join(parts, ""), true
 }

@@ -121,6 +121,9 @@ hostfacts() {
 		if [ "$_k" = btime ]; then printf 'btime=%s\n' "$_v"; fi
 	done </proc/stat 2>/dev/null
 	printf 'clk_tck=%s\n' "$(getconf CLK_TCK 2>/dev/null)"
+	_v=
+	read -r _v </proc/sys/kernel/random/boot_id 2>/dev/null
+	printf 'boot_id=%s\n' "$_v"
 	printf 'uid=%s\n' "$MYUID"
 	_user=
 	[ -z "$MYUID" ] || name_of "$MYUID"

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,6 +75,11 @@ func TestProbeOnThisHost(t *testing.T) {
 	}
 	if h.Time != nil && time.Since(*h.Time).Abs() > time.Minute {
 		t.Errorf("host time %v, now %v", h.Time, time.Now())
+	}
+	// fix names a process by boot id, PID, start ticks and argv hash: they must be this
+	// host's own.
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err != nil || h.BootID != strings.ReplaceAll(strings.TrimSpace(string(b)), "-", "") {
+		t.Errorf("boot id %q, /proc says %q (%v)", h.BootID, b, err)
 	}
 	if !hostHasNvidiaSMI() {
 		if s.SMI.Failure == nil || s.SMI.Failure.Kind != SMIMissing || !eqPtr(s.SMI.Failure.ExitCode, intp(127)) {
@@ -243,6 +250,14 @@ func TestProbeSeesDeletedShm(t *testing.T) {
 			}
 			if p.StartTime != nil && time.Since(*p.StartTime).Abs() > 5*time.Minute {
 				t.Errorf("start time %v", p.StartTime)
+			}
+			cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if sum := sha256.Sum256(cmdline); err != nil || p.ArgvSHA256 != hex.EncodeToString(sum[:]) {
+				t.Errorf("argv sha256 %q, of /proc: %x (%v)", p.ArgvSHA256, sum, err)
+			}
+			if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || p.StartTicks == nil ||
+				strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))[19] != strconv.FormatInt(*p.StartTicks, 10) {
+				t.Errorf("start ticks %v, /proc/%d/stat %q (%v)", p.StartTicks, pid, stat, err)
 			}
 			if len(p.Argv) != 10 || p.Argv[5] != "arg with space" || p.Argv[6] != "tab\there" || p.Argv[3] != gone || p.ArgvTruncated {
 				t.Errorf("argv %q", p.Argv)

@@ -2,7 +2,9 @@ package parse
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"io"
 	"slices"
 	"sort"
@@ -121,11 +123,11 @@ func (pb *procBuilder) field(n int, key, val string) {
 	case "cgroup":
 		pb.cgroup = append(pb.cgroup, val)
 	case "argv":
-		argv, trunc, err := decodeArgv(val)
+		argv, trunc, sum, err := decodeArgv(val)
 		if err != nil {
 			pb.errs.addf("procs field %d: pid %d: argv: %v", n, p.PID, err)
 		}
-		p.Argv, p.ArgvTruncated = argv, trunc
+		p.Argv, p.ArgvTruncated, p.ArgvSHA256 = argv, trunc, sum
 	case "cwd":
 		p.Cwd = val
 	case "path":
@@ -250,6 +252,7 @@ func parseStat(p *Process, line string, bootTime *time.Time, clockTicks int) err
 	if !ok || ticks/hz > 1<<33 { // centuries: not a start time, and past what a Duration holds
 		return errorString("bad start time")
 	}
+	p.StartTicks = &ticks
 	if bootTime != nil {
 		t := bootTime.Add(time.Duration(ticks/hz)*time.Second + time.Duration(ticks%hz)*time.Second/time.Duration(hz))
 		p.StartTime = &t
@@ -317,26 +320,28 @@ func parseStatus(p *Process, line string) error {
 	return nil
 }
 
-// decodeArgv decodes the base64 of /proc/PID/cmdline into its NUL-separated arguments. More
-// than maxArgvBytes bytes means the probe cut it: the last argument is then partial.
-func decodeArgv(s string) (argv []string, truncated bool, err error) {
+// decodeArgv decodes the base64 of /proc/PID/cmdline into its NUL-separated arguments, and
+// the hex SHA-256 of its raw bytes. More than maxArgvBytes bytes means the probe cut it: the
+// last argument is then partial, and there is no hash.
+func decodeArgv(s string) (argv []string, truncated bool, sum string, err error) {
 	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
 	if err != nil {
-		return nil, false, errorString("bad base64")
+		return nil, false, "", errorString("bad base64")
 	}
 	if len(b) > maxArgvBytes {
 		b, truncated = b[:maxArgvBytes], true
-	}
-	if !truncated {
+	} else {
+		h := sha256.Sum256(b)
+		sum = hex.EncodeToString(h[:])
 		b = bytes.TrimSuffix(b, []byte{0})
 	}
 	if len(b) == 0 {
-		return nil, truncated, nil
+		return nil, truncated, sum, nil
 	}
 	for a := range bytes.SplitSeq(b, []byte{0}) {
 		argv = append(argv, string(a))
 	}
-	return argv, truncated, nil
+	return argv, truncated, sum, nil
 }
 
 // errorString is a detail inside a parse error; the caller adds ErrParse and the input.

@@ -45,6 +45,10 @@ type HostFacts struct {
 	Time          *time.Time // the host's clock when the probe started
 	UptimeSeconds *float64
 	BootTime      *time.Time
+	// BootID is /proc/sys/kernel/random/boot_id as 32 lower-case hex digits (dashes dropped):
+	// it changes at every boot, so it tells a PID of this boot from the same PID of another.
+	// Empty when unknown.
+	BootID        string
 	ClockTicks    int // USER_HZ; 100 when unknown
 	UID           *int
 	User          string
@@ -134,6 +138,12 @@ type Process struct {
 	User  string // "" when the uid has no name on the host
 	// StartTime is when the process started, by the host's clock; nil when unknown.
 	StartTime *time.Time
+	// StartTicks is field 22 of /proc/PID/stat, the start time in clock ticks since boot: with
+	// the boot id and the PID it names one process for the life of the host. nil when unknown.
+	StartTicks *int64
+	// ArgvSHA256 is the hex SHA-256 of /proc/PID/cmdline's raw bytes as the probe read them;
+	// empty when argv was cut (ArgvTruncated) or not read.
+	ArgvSHA256 string
 	// Argv is the full argument vector with NUL boundaries preserved.
 	Argv          []string
 	ArgvTruncated bool

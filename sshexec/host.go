@@ -35,6 +35,9 @@ type hostRun struct {
 	// overProxy: the handshake under way is the one over the ProxyCommand. Only the host's
 	// own goroutine uses it.
 	overProxy bool
+	// cw learns why the target's connection ended; one per connection, so that a kept
+	// connection (Pool) probed every round starts one watcher, not one per round.
+	cw *connWatch
 }
 
 func (s *sweep) runHost(ctx context.Context, t Target) Result {
@@ -376,7 +379,10 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 	h.mu.Lock()
 	h.hop, h.phase = "", PhaseSession
 	h.mu.Unlock()
-	conn := watchConn(client)
+	if h.cw == nil {
+		h.cw = watchConn(client)
+	}
+	conn := h.cw
 	sess, stdin, stdout, stderr, e := h.startCommand(client)
 	if e != nil {
 		res.Err = e

@@ -29,6 +29,8 @@ func commands() []command {
 			}},
 		{name: "explain", usage: "explain 'ERROR TEXT'", summary: "what a GPU error message means", run: explainCmd},
 		{name: "node-check", usage: "node-check [flags]", summary: "judge this node for Slurm (docs/slurm.md)", run: nodeCheckCmd},
+		{name: "fix", usage: "fix HOST...", summary: "stop the leftovers the findings name", run: fixCmd},
+		{name: "watch", usage: "watch [flags] HOST...", summary: "re-probe; show changes; wait --until", run: watchCmd},
 		{name: "help", usage: "help [TOPIC]", summary: "help on a command or a topic", run: helpCmd},
 		{name: "version", usage: "version", summary: "version, build and probe details", run: versionCmd},
 		{name: "completion", usage: "completion bash|zsh|fish", summary: "a shell completion script", run: completionCmd},
@@ -51,8 +53,13 @@ func findCommand(name string) (command, bool) {
 var notFor = map[string][]string{
 	"collect": {"format", "color", "replay", "local", "verbose", "only", "sort", "redact", "show-secrets", "output",
 		"tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
+	"fix": {"version", "format", "color", "replay", "local", "verbose", "quiet", "only", "sort", "redact", "show-secrets", "output",
+		"save", "dry-run", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
 	"explain": {"replay", "local", "save", "dry-run", "hosts-file", "hosts", "exclude", "quiet", "only", "sort", "redact",
 		"output", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead",
+		"slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"},
+	"watch": {"replay", "local", "save", "dry-run", "verbose", "quiet", "only", "sort", "redact", "show-secrets", "output",
+		"fanout", "debug-ssh", "version",
 		"slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"},
 }
 
@@ -71,7 +78,16 @@ func flagSet(cmd string, o *options) *pflag.FlagSet {
 		fs.StringVar(&o.explainFile, "file", "", "read the message from `FILE`")
 		fs.StringArrayVar(&o.explainHosts, "host", nil, "triage `HOST` too and tie the message to it (repeatable; ranges allowed)")
 	}
+	if cmd == "fix" {
+		o.fix.addFlags(fs)
+	}
+	if cmd == "watch" {
+		o.watch.addFlags(fs)
+	}
 	o.addFlags(fs)
+	if cmd == "watch" {
+		watchFlags(fs, o)
+	}
 	for _, n := range notFor[cmd] {
 		if err := fs.MarkHidden(n); err != nil {
 			panic(fmt.Sprintf("notFor[%q]: %v", cmd, err)) // a programming error, caught by every test
@@ -122,6 +138,10 @@ func usageText(cmd string, width int) string {
 		return explainUsage + flags + explainTail
 	case "node-check":
 		return nodeCheckUsage + flags + nodeCheckTail
+	case "fix":
+		return fixUsage + flags + fixTail
+	case "watch":
+		return watchUsage + flags + watchTail
 	}
 	return usageHead + commandList() + hostsHelp + "\nFlags:\n" + flags + exitStatusHelp + examplesHelp
 }
@@ -168,14 +188,14 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		fmt.Fprint(e.stdout, usageText("", width))
 	case len(args) > 1:
 		return exitUsage, usagef("help: one topic at a time")
-	case args[0] == "collect" || args[0] == "explain" || args[0] == "node-check":
+	case args[0] == "collect" || args[0] == "explain" || args[0] == "node-check" || args[0] == "fix" || args[0] == "watch":
 		fmt.Fprint(e.stdout, usageText(args[0], width))
 	case helpTopics[args[0]] != "":
 		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
-		return exitUsage, usagef("help: no topic %q; topics: collect, explain, node-check, %s", args[0], strings.Join(helpTopicNames(), ", "))
+		return exitUsage, usagef("help: no topic %q; topics: collect, explain, node-check, fix, watch, %s", args[0], strings.Join(helpTopicNames(), ", "))
 	}
 	return exitOK, nil
 }
@@ -331,3 +351,29 @@ func wrapWords(s string, width int) []string {
 	}
 	return append(lines, line)
 }
+
+const watchUsage = `gputriage watch: re-probe hosts every --interval over one SSH connection per host, and
+show what changed: GPU holders that appeared or vanished (a PID with another start time is
+another holder), memory per GPU, and how long each vanished holder's memory took to come
+back ("GPU 0: 55,286 MiB released 6 s after PID 20629 was gone"), timed by the hosts' probe
+clocks to within the time between two rounds. A host that drops is reconnected and the gap
+is shown. Each round costs each host one probe; each round is bounded to 30s.
+
+On a terminal: one screen, redrawn in place. Piped: one timestamped line per change, nothing
+when nothing changed. --format json: one JSON object per host round (JSON Lines), and a last
+one saying why the watch ended.
+
+Usage:
+  gputriage watch [flags] HOST...
+
+Flags:
+`
+
+const watchTail = `
+Exit status:
+  0    --until holds on every host
+  1    --timeout passed before --until held (without --until, --timeout ends it with 0)
+  2    usage or configuration error (--replay, --local: watch needs hosts)
+  3    a host could not be reached when the watch started, or was down when --timeout passed
+  130  interrupted (Ctrl-C)
+`

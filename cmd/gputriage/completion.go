@@ -47,10 +47,11 @@ func completionCmd(_ context.Context, args []string, e *env) (int, error) {
 // listed gets no completion (a number, a duration, a user name).
 var valueKinds = map[string]string{
 	"format": "words:text markdown json prometheus", "color": "words:auto always never", "only": "words:failed findings all",
-	"sort": "words:host severity", "engine": "words:sglang vllm",
+	"sort": "words:host severity", "engine": "words:sglang vllm", "until": "words:free clean ready",
 	"option": "words:User= Port= HostName= IdentityFile= IdentitiesOnly= ProxyJump= ConnectTimeout= " +
 		"StrictHostKeyChecking= UserKnownHostsFile= HostKeyAlias=",
 	"hosts-file": "file", "config": "file", "identity": "file", "output": "file", "replay": "file", "file": "file",
+	"plan-out": "file", "apply": "file",
 	"save": "dir", "hosts": "host", "exclude": "host", "host": "host", "jump": "host",
 	"slurm-state": "words:drain drained draining down idle allocated mixed fail maint reserved reboot",
 	"slurm-nodes": "host", "slurm-via": "host",
@@ -64,7 +65,7 @@ type compFlag struct {
 }
 
 // compCommands are the commands whose flags are completed, "" being triage.
-var compCommands = []string{"", "collect", "explain", "node-check"}
+var compCommands = []string{"", "collect", "explain", "node-check", "fix", "watch"}
 
 func completionFlags(cmd string) []compFlag {
 	var o options

@@ -43,7 +43,7 @@ _gputriage() {
 	fmt.Fprintf(&b, `	esac
 	((COMP_CWORD > 1)) && cmd="${COMP_WORDS[1]}"
 	case "$cmd" in
-	collect | explain | node-check | help | version | completion) ;;
+	collect | explain | node-check | fix | watch | help | version | completion) ;;
 	*) cmd="" ;;
 	esac
 	if [[ $cur == -* ]]; then
@@ -51,6 +51,8 @@ _gputriage() {
 		collect) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		explain) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		node-check) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
+		fix) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
+		watch) COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		"") COMPREPLY=($(compgen -W %q -- "$cur")) ;;
 		esac
 		return
@@ -67,13 +69,13 @@ _gputriage() {
 	esac
 }
 complete -o default -F _gputriage gputriage
-`, flagWords("collect"), flagWords("explain"), flagWords("node-check"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("node-check"), flagWords("fix"), flagWords("watch"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 
 // helpWords are what `gputriage help` takes.
 func helpWords() string {
-	return "collect explain node-check " + strings.Join(helpTopicNames(), " ")
+	return "collect explain node-check fix watch " + strings.Join(helpTopicNames(), " ")
 }
 
 func zshCompletion() string {
@@ -107,13 +109,15 @@ _gputriage() {
 	}
 	fmt.Fprintf(&b, `	esac
 	(( CURRENT > 2 )) && case ${words[2]} in
-	(collect|explain|node-check|help|version|completion) cmd=${words[2]} ;;
+	(collect|explain|node-check|fix|watch|help|version|completion) cmd=${words[2]} ;;
 	esac
 	if [[ $cur == -* ]]; then
 		case $cmd in
 		(collect) compadd -- %s ;;
 		(explain) compadd -- %s ;;
 		(node-check) compadd -- %s ;;
+		(fix) compadd -- %s ;;
+		(watch) compadd -- %s ;;
 		('') compadd -- %s ;;
 		esac
 		return
@@ -133,7 +137,7 @@ if [[ ${funcstack[1]} == _gputriage ]]; then
 else
 	compdef _gputriage gputriage
 fi
-`, flagWords("collect"), flagWords("explain"), flagWords("node-check"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
+`, flagWords("collect"), flagWords("explain"), flagWords("node-check"), flagWords("fix"), flagWords("watch"), flagWords(""), helpWords(), strings.Join(visibleCommands(), " "))
 	return b.String()
 }
 
@@ -155,6 +159,7 @@ end
 complete -c gputriage -f
 complete -c gputriage -n 'test (count (commandline -opc)) -eq 1' -a %q
 complete -c gputriage -n "__gputriage_cmd_is ''" -a '(__gputriage_hosts)'
+complete -c gputriage -n '__gputriage_cmd_is watch' -a '(__gputriage_hosts)'
 complete -c gputriage -n '__gputriage_cmd_is help' -a %q
 complete -c gputriage -n '__gputriage_cmd_is completion' -a 'bash zsh fish'
 `, subs, subs, helpWords())

@@ -118,7 +118,7 @@ func TestBashCompletion(t *testing.T) {
 		words []string // after the command name; the last is the word being completed
 		want  string
 	}{
-		{[]string{""}, "10.0.0.5 collect completion eq-host explain gpu01 gpu02 help included01 known01 known02 node-check version"},
+		{[]string{""}, "10.0.0.5 collect completion eq-host explain fix gpu01 gpu02 help included01 known01 known02 node-check version watch"},
 		{[]string{"--fo"}, "--format"},
 		{[]string{"--format", ""}, "json markdown prometheus text"},
 		{[]string{"--only", "f"}, "failed findings"},
@@ -136,6 +136,9 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"explain", "--host", "i"}, "included01"},
 		{[]string{"node-check", "--d"}, "--drain"},
 		{[]string{"node-check", "k"}, ""},
+		{[]string{"watch", "--un"}, "--until"},
+		{[]string{"watch", "--until", ""}, "clean free ready"},
+		{[]string{"watch", "--until", "free", "k"}, "known01 known02"},
 		{[]string{"completion", ""}, "bash fish zsh"},
 		{[]string{"help", "e"}, "exit-status explain"},
 		{[]string{"-q", "--debug"}, "--debug-ssh"},

@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	helpCmd := "gputriage --help"
 	if c, ok := commandFor(args); ok {
 		code, err = c.run(ctx, args[1:], e)
-		if c.name == "collect" || c.name == "explain" || c.name == "node-check" {
+		if c.name == "collect" || c.name == "explain" || c.name == "node-check" || c.name == "fix" || c.name == "watch" {
 			helpCmd = "gputriage " + c.name + " --help"
 		}
 	} else {

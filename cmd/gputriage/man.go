@@ -43,7 +43,8 @@ gputriage \- why GPU memory is not where you expect it, who holds it, and what t
 gputriage runs one read\-only probe on each host over SSH (or on this machine with
 \fB\-\-local\fR), correlates every GPU\-holding process with its command line, user, age,
 systemd unit, container or Slurm job and its /dev/shm files, and says what it finds with the
-commands that would fix it. It never runs them.
+commands that would fix it. It never runs them, but for \fBgputriage fix\fR, which stops the
+leftover processes the findings name once the operator confirms the plan.
 .SH COMMANDS
 `)
 	for _, c := range commands() {
@@ -68,6 +69,15 @@ commands that would fix it. It never runs them.
 	manFlags(&b, "node-check")
 	b.WriteString(".PP\n")
 	manText(&b, "NODE-CHECK OPTIONS", strings.TrimSpace(nodeCheckTail))
+	b.WriteString(".SH \"FIX OPTIONS\"\n")
+	fs = flagSet("fix", &o)
+	for _, n := range []string{"yes", "plan-out", "apply", "kill-after", "wait"} {
+		manFlag(&b, fs.Lookup(n))
+	}
+	b.WriteString(".PP\nand these options of the above: " + roff(flagList("fix")) + "\n")
+	b.WriteString(".SS \"Exit status of fix\"\n")
+	manText(&b, "Exit status", fixTail)
+	manWatch(&b)
 	for _, sec := range []struct{ title, text string }{
 		{"HOSTS", hostsHelp}, {"SSH", sshHelp}, {"EXIT STATUS", exitStatusHelp}, {"EXAMPLES", examplesHelp},
 	} {
@@ -109,12 +119,36 @@ func manFlag(b *strings.Builder, f *pflag.Flag) {
 func flagList(cmd string) string {
 	var o options
 	var names []string
+	own := map[string]bool{"file": true, "host": true}
+	switch cmd {
+	case "watch":
+		own = watchOwn
+	case "fix":
+		own = map[string]bool{"yes": true, "plan-out": true, "apply": true, "kill-after": true, "wait": true}
+	}
 	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && f.Name != "file" && f.Name != "host" {
+		if !f.Hidden && !own[f.Name] {
 			names = append(names, "--"+f.Name)
 		}
 	})
 	return strings.Join(names, ", ") + "."
+}
+
+// watchOwn are the flags watch has of its own, or with a meaning of its own.
+var watchOwn = map[string]bool{"interval": true, "until": true, "timeout": true, "format": true}
+
+// manWatch writes watch's section: its own flags, the others it takes, its exit status.
+func manWatch(b *strings.Builder) {
+	b.WriteString(".SH \"WATCH OPTIONS\"\n")
+	manText(b, "WATCH OPTIONS", strings.SplitN(watchUsage, "\n\nUsage:", 2)[0])
+	var o options
+	fs := flagSet("watch", &o)
+	for _, n := range []string{"interval", "until", "timeout", "format"} {
+		manFlag(b, fs.Lookup(n))
+	}
+	b.WriteString(".PP\nand these options of the above: " + roff(flagList("watch")) + "\n")
+	b.WriteString(".PP\n")
+	manText(b, "Exit status", strings.Replace(watchTail, "Exit status:", "Exit status of watch:", 1))
 }
 
 // manText turns a help text (a heading, then prose or indented two-column lines) into roff

@@ -120,19 +120,12 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	if o.fanout < 1 {
 		return nil, usagef("--fanout must be at least 1, got %d", o.fanout)
 	}
-	sopt, closer, err := o.sessions(timeout, e)
+	sopt, nonce, closeAgent, err := o.options(timeout, e)
 	if err != nil {
 		return nil, err
 	}
-	if closer != nil {
-		defer closer.Close()
-	}
-	nonce := newNonce()
-	sopt.Command = probeCommand(o.sudo)
-	sopt.Stdin = parse.ProbeInput(nonce, smiSeconds(timeout))
-	sopt.MaxOutput = maxCaptureBytes
+	defer closeAgent()
 	sopt.Fanout = fanoutWithin(o.fanout, len(hosts), e)
-	sopt.Head = headCheck(nonce)
 	var debug *sshDebug
 	if o.debug {
 		debug = &sshDebug{w: e.stderr}
@@ -200,6 +193,25 @@ func (o *sshOptions) sessions(timeout time.Duration, e *env) (sshexec.Options, i
 		sopt.Agent = ag
 	}
 	return sopt, closer, nil
+}
+
+// options are the sshexec options a sweep and a watch share: sessions' with the probe and its
+// bounds, under this run's nonce. closeAgent ends the agent connection.
+func (o *sshOptions) options(timeout time.Duration, e *env) (sopt sshexec.Options, nonce string, closeAgent func(), err error) {
+	sopt, closer, err := o.sessions(timeout, e)
+	if err != nil {
+		return sopt, "", func() {}, err
+	}
+	closeAgent = func() {}
+	if closer != nil {
+		closeAgent = func() { closer.Close() }
+	}
+	nonce = newNonce()
+	sopt.Command = probeCommand(o.sudo)
+	sopt.Stdin = parse.ProbeInput(nonce, smiSeconds(timeout))
+	sopt.MaxOutput = maxCaptureBytes
+	sopt.Head = headCheck(nonce)
+	return sopt, nonce, closeAgent, nil
 }
 
 // strictNoNote is said of the hosts whose config turns host key checking off.

@@ -37,6 +37,9 @@ type options struct {
 	ssh     sshOptions
 	out     outputOptions
 	ready   readyOptions
+	watch   watchOptions
+
+	fix fixOptions // fix's own flags
 
 	explainFile  string   // explain --file
 	explainHosts []string // explain --host
@@ -276,11 +279,17 @@ func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) err
 type triager struct {
 	job  *diagnose.Job // --tp, answered per host while its whole snapshot is at hand; nil: none
 	keep int           // bytes of the raw capture to keep: what a Markdown report can show
+	// see, when set, is given each host while its whole snapshot is at hand (fix builds its
+	// plan there); called from the sweep's goroutines, concurrently.
+	see func(h *report.Host)
 }
 
 // finish answers --tp for h, then drops what no report reads: the raw capture beyond tr.keep
 // (CaptureSize keeps its length) and the snapshot beyond reportView.
 func (tr triager) finish(h *report.Host) {
+	if tr.see != nil {
+		tr.see(h)
+	}
 	if tr.job != nil && h.Err == nil && h.Snapshot != nil {
 		r := diagnose.CheckReadiness(h.Snapshot, h.Result, *tr.job)
 		h.Readiness = &r

@@ -55,6 +55,13 @@ type SMI struct {
 	FailRC   int
 	// OldDriver rejects memory.reserved and mig.mode.current like drivers before they existed.
 	OldDriver bool
+	// Dynamic makes the answers follow the processes: an app row whose PID no longer exists
+	// (in /proc as the caller sees it) is dropped at once, and ReleaseDelay after the fake
+	// first noticed it gone (whole seconds, by date +%s) its memory leaves its GPU's used
+	// memory and is added to free, as a driver tearing a context down after the process
+	// exited. The first-noticed times are kept in gone.tsv beside the fake.
+	Dynamic      bool
+	ReleaseDelay time.Duration
 }
 
 const gpuHeader = "index\tuuid\tname\tpci.bus_id\tmemory.total [MiB]\tmemory.used [MiB]\tmemory.free [MiB]\tutilization.gpu [%]\tcompute_mode\tdriver_version\tmemory.reserved [MiB]\tmig.mode.current\tminor_number"
@@ -67,6 +74,28 @@ const fakeSMI = `#!/bin/sh
 d=$(dirname "$0")
 if [ -f "$d/smi.hang" ]; then exec sleep 3600; fi
 if [ -f "$d/smi.fail" ]; then cat "$d/smi.fail"; exit "$(cat "$d/smi.rc")"; fi
+# follow writes into $1 the tables as the processes now are (Dynamic): rows of PIDs that are
+# gone dropped, and their memory freed once smi.dynamic seconds have passed since first noticed.
+follow() {
+	now=$(date +%s)
+	while IFS='	' read -r pid _; do
+		case $pid in ''|*[!0-9]*) continue ;; esac
+		if [ ! -d "/proc/$pid" ] && ! grep -q "^$pid	" "$d/gone.tsv" 2>/dev/null; then
+			printf '%s\t%s\n' "$pid" "$now" >>"$d/gone.tsv"
+		fi
+	done <"$d/apps.tsv"
+	touch "$d/gone.tsv"
+	awk -v now="$now" -v delay="$(cat "$d/smi.dynamic")" -v out="$1" '
+	BEGIN { FS = OFS = "\t" }
+	FILENAME == ARGV[1] { if (!($1 in gone)) gone[$1] = $2; next }
+	FILENAME == ARGV[2] {
+		if (FNR > 1 && ($1 in gone)) { if (now - gone[$1] >= delay) freed[$2] += $3; next }
+		print > (out "/apps.tsv"); next
+	}
+	FNR > 1 && ($2 in freed) { $6 -= freed[$2]; $7 += freed[$2] }
+	{ print > (out "/gpu.tsv") }
+	' "$d/gone.tsv" "$d/apps.tsv" "$d/gpu.tsv"
+}
 table= fields=
 for a; do
 	case $a in
@@ -79,7 +108,7 @@ noheader=
 case "$*" in *noheader*) noheader=1 ;; esac
 old=
 if [ -f "$d/smi.old" ]; then old=1; fi
-exec awk -v fields="$fields" -v noheader="$noheader" -v old="$old" '
+prog='
 BEGIN { FS = "\t"; nf = split(fields, want, ",") }
 NR == 1 {
 	for (i = 1; i <= NF; i++) { h = $i; sub(/ \[.*\]$/, "", h); col[h] = i; head[i] = $i }
@@ -92,7 +121,17 @@ NR == 1 {
 	next
 }
 { for (j = 1; j <= nf; j++) printf "%s%s", (j > 1 ? ", " : ""), $(col[want[j]]); print "" }
-' "$table"
+'
+if [ -f "$d/smi.dynamic" ]; then
+	tmp=$(mktemp -d) || exit 2
+	follow "$tmp"
+	case $table in */gpu.tsv) table=$tmp/gpu.tsv ;; *) table=$tmp/apps.tsv ;; esac
+	awk -v fields="$fields" -v noheader="$noheader" -v old="$old" "$prog" "$table"
+	rc=$?
+	rm -rf "$tmp"
+	exit $rc
+fi
+exec awk -v fields="$fields" -v noheader="$noheader" -v old="$old" "$prog" "$table"
 `
 
 // WriteFakeSMI writes an executable nvidia-smi into dir (put dir first on PATH) serving s.
@@ -129,6 +168,9 @@ func WriteFakeSMI(dir string, s SMI) error {
 	}
 	if s.OldDriver {
 		files["smi.old"] = ""
+	}
+	if s.Dynamic {
+		files["smi.dynamic"] = strconv.FormatInt(int64(s.ReleaseDelay.Round(time.Second)/time.Second), 10) + "\n"
 	}
 	for name, body := range files {
 		mode := os.FileMode(0o644)

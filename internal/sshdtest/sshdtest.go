@@ -66,7 +66,7 @@ type SSHD struct {
 // Start starts an sshd and waits until it accepts connections; it is stopped at cleanup.
 func Start(t testing.TB, c Config) *SSHD {
 	t.Helper()
-	sshd := SSHDPath(t)
+	SSHDPath(t)
 	if c.KeyType == "" {
 		c.KeyType = "ed25519"
 	}
@@ -123,12 +123,29 @@ func Start(t testing.TB, c Config) *SSHD {
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Stop)
+	s.launch(t)
+	return s
+}
+
+// Restart stops the sshd and starts it again with the same host key, address and config, as
+// a host whose sshd (or whole namespace: its processes end too) was restarted.
+func (s *SSHD) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.launch(t)
+}
+
+// launch starts sshd in fresh namespaces and waits until it accepts connections.
+func (s *SSHD) launch(t testing.TB) {
+	t.Helper()
+	c, dir, sshd := s.Config, s.Dir, SSHDPath(t)
 	// Private UTS, PID and mount namespaces give this host its own name, its own /proc (its
 	// processes only; sshd is its PID 1, which adopts orphans), its own /dev/shm and an empty
 	// home for root (so the test machine's shell profile does not run in the sessions). sshd
 	// -D stays in the foreground.
 	home := filepath.Join(dir, "home")
-	if err := os.Mkdir(home, 0o700); err != nil {
+	if err := os.MkdirAll(home, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	argv := []string{"unshare", "-u", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
@@ -144,9 +161,7 @@ func Start(t testing.TB, c Config) *SSHD {
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Stop)
 	s.waitListening(t)
-	return s
 }
 
 func (s *SSHD) waitListening(t testing.TB) {

@@ -1,0 +1,351 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/fix"
+	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/sshdtest"
+)
+
+// fixLab is one real OpenSSH host, "gpu-fix", as in the seed incident: the previous
+// deployment's SGLang server, orphaned, its weights rm -rf'd while mapped, holding GPU 0; and
+// a healthy server, started by a live parent, holding GPU 1. Its nvidia-smi follows the
+// processes (a holder that exits leaves the list, its memory comes back a second later).
+// logger, first on the login PATH, writes its arguments to syslog.txt beside it.
+type fixLab struct {
+	config, dir, state string
+	sshd               *sshdtest.SSHD
+	leftover, healthy  *scenario.Proc
+}
+
+func newFixLab(t *testing.T) *fixLab {
+	sshdtest.SSHDPath(t)
+	l := &fixLab{dir: t.TempDir()}
+	l.state = filepath.Join(l.dir, "state")
+	key, pub := sshdtest.UserKey(t, l.dir, "ed25519")
+	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: "gpu-fix", Addr: "127.0.0.177", Port: 2377,
+		AuthorizedKeys: []string{pub}, SMI: cleanSMI(2)})
+	enter := l.sshd.Enter(t)
+	start := func(s scenario.Server) *scenario.Proc {
+		s.Enter = enter
+		p, err := scenario.Start(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		return p
+	}
+	l.leftover = start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", "/dev/shm/Qwen3.6-27B", "--tp", "1"},
+		ShmDir: "/dev/shm/Qwen3.6-27B", ShmFiles: 4, ShmBytes: 2 << 20, Delete: true, Orphan: true})
+	l.healthy = start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", "/dev/shm/Llama-3-8B", "--tp", "1"},
+		ShmDir: "/dev/shm/Llama-3-8B", ShmFiles: 2, ShmBytes: 1 << 20})
+	smi := cleanSMI(2)
+	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, 30009
+	smi.Apps = []scenario.App{{PID: l.leftover.PID, GPUUUID: smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
+		{PID: l.healthy.PID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: 30000, Name: "python3"}}
+	smi.Dynamic, smi.ReleaseDelay = true, time.Second
+	bin := l.sshd.SMIDir()
+	if err := scenario.WriteFakeSMI(bin, *smi); err != nil {
+		t.Fatal(err)
+	}
+	logger := "#!/bin/sh\nprintf '%s\\n' \"$*\" >>" + filepath.Join(bin, "syslog.txt") + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "logger"), []byte(logger), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	known := filepath.Join(l.dir, "known_hosts")
+	if err := os.WriteFile(known, []byte(l.sshd.KnownHostsLine(l.sshd.Addr)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.config = filepath.Join(l.dir, "ssh_config")
+	cfg := fmt.Sprintf("Host gpu-fix\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
+		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", l.sshd.Addr, l.sshd.Port, key, known)
+	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// fix runs gputriage with stdin (nil: empty, not a terminal) and XDG_STATE_HOME in the lab.
+func (l *fixLab) fix(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	var out, errb bytes.Buffer
+	getenv := func(k string) string {
+		if k == "XDG_STATE_HOME" {
+			return l.state
+		}
+		return ""
+	}
+	args = append([]string{"fix", "-F", l.config, "--timeout", "30s"}, args...)
+	code = run(context.Background(), args, stdin, &out, &errb, getenv, func(io.Writer) (bool, int) { return false, 0 })
+	return out.String(), errb.String(), code
+}
+
+// alive asks the lab host itself (its /proc) whether its PID pid runs, and is not a zombie.
+func (l *fixLab) alive(t *testing.T, pid int) bool {
+	t.Helper()
+	args := append(l.sshd.Enter(t), "cat", fmt.Sprintf("/proc/%d/stat", pid))
+	out, err := exec.Command(args[0], args[1:]...).Output()
+	return err == nil && !bytes.Contains(out[bytes.LastIndexByte(out, ')'):], []byte(") Z"))
+}
+
+// records reads the audit log.
+func (l *fixLab) records(t *testing.T) []fix.Record {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(l.state, "gputriage", "fix.log"))
+	if err != nil {
+		t.Fatalf("audit log: %v", err)
+	}
+	var out []fix.Record
+	for _, line := range bytes.Split(bytes.TrimSpace(b), []byte("\n")) {
+		var r fix.Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (l *fixLab) syslog(t *testing.T) string {
+	b, _ := os.ReadFile(filepath.Join(l.sshd.SMIDir(), "syslog.txt"))
+	return string(b)
+}
+
+// The seed incident, end to end: fix stops the leftover and only the leftover, reports the
+// release, and records the action on both sides.
+func TestFixSeedIncident(t *testing.T) {
+	l := newFixLab(t)
+	out, errOut, code := l.fix(t, nil, "--yes", "gpu-fix")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	t.Logf("gputriage fix --yes gpu-fix:\n%s", out)
+	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: PID %d sglang\.launch_server: stopped \S+ after the signal; nvidia-smi no longer lists it \(it held 55,286 MiB on GPU 0\)$`, l.leftover.PID))
+	released := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: GPU 0: 55,286 MiB released \S+ s after PID %d was gone`, l.leftover.PID))
+	if !strings.Contains(out, fmt.Sprintf("kill -TERM %d\n", l.leftover.PID)) || !stopped.MatchString(out) || !released.MatchString(out) {
+		t.Errorf("output lacks the plan, the stop or the release:\n%s", out)
+	}
+	if regexp.MustCompile(fmt.Sprintf(`(PID|kill -TERM|"pid":) %d\b`, l.healthy.PID)).MatchString(out) {
+		t.Errorf("the healthy server %d is named:\n%s", l.healthy.PID, out)
+	}
+	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {
+		t.Errorf("leftover alive %v, healthy alive %v", l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID))
+	}
+	recs := l.records(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d audit records, want 1: %+v", len(recs), recs)
+	}
+	r := recs[0]
+	tg := r.Target
+	if r.Host != "gpu-fix" || r.Login != "root" || r.Sudo || r.Signal != "SIGTERM" || len(r.PlanID) != 16 || len(r.BootID) != 32 ||
+		r.Who == "" || time.Since(r.Time) > time.Minute || r.Time.Location() != time.UTC {
+		t.Errorf("audit record: %+v", r)
+	}
+	if tg.Kind != fix.KindKill || tg.PID != l.leftover.PID || tg.StartTicks <= 0 || len(tg.ArgvSHA256) != 64 || tg.UID != 0 ||
+		tg.Finding != "leftover-process" || tg.FreesMiB[0] != 55286 {
+		t.Errorf("audit target: %+v", tg)
+	}
+	if r.Result.Outcome != fix.Stopped || r.Result.Signal == nil || r.Result.Exit == nil || r.Result.Release == nil {
+		t.Errorf("audit result: %+v", r.Result)
+	}
+	wantLog := fmt.Sprintf("-t gputriage -- fix plan=%s pid=%d kind=1 name=- outcome=stopped detail=- user=root sudo_user=-\n", r.PlanID, tg.PID)
+	if got := l.syslog(t); got != wantLog {
+		t.Errorf("syslog %q, want %q", got, wantLog)
+	}
+}
+
+// A reviewed plan applies only to the processes it was made for: a start time (a restarted
+// process, a reused PID), a boot id (a reboot), an argv hash or a uid that differs is refused,
+// the process left alone, and the refusal recorded.
+func TestFixRefusesStalePlan(t *testing.T) {
+	l := newFixLab(t)
+	plan := filepath.Join(l.dir, "plan.json")
+	out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix")
+	if code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	raw, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fix.Read(bytes.NewReader(raw))
+	if err != nil || len(p.Hosts) != 1 || len(p.Hosts[0].Targets) != 1 || p.Hosts[0].Targets[0].PID != l.leftover.PID {
+		t.Fatalf("plan %+v (%v)", p, err)
+	}
+	if bytes.Contains(raw, []byte(fmt.Sprintf(`"pid": %d`, l.healthy.PID))) {
+		t.Errorf("the healthy server is in the plan:\n%s", raw)
+	}
+	cases := []struct {
+		name, detail string
+		edit         func(*fix.HostPlan)
+	}{
+		{"restarted", "start-time-differs", func(h *fix.HostPlan) { h.Targets[0].StartTicks++ }},
+		{"rebooted", "boot-id-differs", func(h *fix.HostPlan) { h.BootID = strings.Repeat("0", 32) }},
+		{"other argv", "argv-differs", func(h *fix.HostPlan) { h.Targets[0].ArgvSHA256 = strings.Repeat("f", 64) }},
+		{"other owner", "uid-differs", func(h *fix.HostPlan) { h.Targets[0].UID = 1000 }},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q, _ := fix.Read(bytes.NewReader(raw))
+			c.edit(&q.Hosts[0])
+			name := filepath.Join(l.dir, c.name+".json")
+			var b bytes.Buffer
+			if err := fix.Write(&b, q); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(name, b.Bytes(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, errOut, code := l.fix(t, nil, "--yes", "--apply", name)
+			if code != exitFixIncomplete || !strings.Contains(out, "refused: "+refusalWords(c.detail)) {
+				t.Errorf("exit %d, want %d and the refusal\n%s\n%s", code, exitFixIncomplete, out, errOut)
+			}
+			if !l.alive(t, l.leftover.PID) {
+				t.Fatalf("the leftover was signalled on a plan that no longer matches")
+			}
+			recs := l.records(t)
+			if len(recs) != i+1 || recs[i].Result.Outcome != fix.Refused || recs[i].Result.Detail != c.detail || recs[i].Result.Signal != nil {
+				t.Errorf("audit records %+v", recs)
+			}
+		})
+	}
+	if !strings.Contains(l.syslog(t), "outcome=refused detail=start-time-differs") {
+		t.Errorf("syslog: %q", l.syslog(t))
+	}
+}
+
+// refusalWords is how fix words a refusal: the test checks that the user is told why.
+func refusalWords(detail string) string {
+	return map[string]string{
+		"start-time-differs": "PID reused or process restarted",
+		"boot-id-differs":    "the host has rebooted",
+		"argv-differs":       "its command line differs",
+		"uid-differs":        "its owner differs",
+	}[detail]
+}
+
+// Without a terminal, fix applies nothing unless --yes is given, and says so.
+func TestFixNeedsYesWithoutTerminal(t *testing.T) {
+	l := newFixLab(t)
+	out, errOut, code := l.fix(t, strings.NewReader("gpu-fix\n"), "gpu-fix")
+	if code != exitUsage || !strings.Contains(errOut, "pass --yes") {
+		t.Errorf("exit %d, want %d and a pointer to --yes\n%s\n%s", code, exitUsage, out, errOut)
+	}
+	if !l.alive(t, l.leftover.PID) {
+		t.Error("the leftover was signalled without confirmation")
+	}
+}
+
+// A login that is not root cannot signal root's leftover: the target is refused, the process
+// left alone, and the message points at --sudo.
+func TestFixNonRootToldAboutSudo(t *testing.T) {
+	l := newFixLab(t)
+	plan := filepath.Join(l.dir, "plan.json")
+	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix"); code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// nobody gets a shell inside the lab host (its own /etc/passwd, bind-mounted in its mount
+	// namespace), and may read the authorized keys.
+	passwd := filepath.Join(l.dir, "passwd")
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = regexp.MustCompile(`(?m)^nobody:.*$`).ReplaceAll(b, []byte("nobody:x:65534:65534:nobody:/tmp:/bin/sh"))
+	if err := os.WriteFile(passwd, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(l.sshd.Enter(t), "mount", "--bind", passwd, "/etc/passwd")
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Skipf("cannot give nobody a shell in the lab: %v %s", err, out)
+	}
+	for _, d := range []string{filepath.Dir(l.sshd.Dir), l.sshd.Dir, filepath.Join(l.sshd.Dir, "authorized_keys")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--apply", plan)
+	want := fmt.Sprintf("gpu-fix: PID %d sglang.launch_server: refused: permission denied: it is another user's process; --sudo would signal it as root", l.leftover.PID)
+	if code != exitFixIncomplete || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want %d and %q\n%s\n%s", code, exitFixIncomplete, want, out, errOut)
+	}
+	if !l.alive(t, l.leftover.PID) {
+		t.Error("the leftover is gone")
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Login != "nobody" || recs[0].Result.Detail != "permission" {
+		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// At a terminal, fix applies only once the operator types the host's name: a wrong answer
+// applies nothing.
+func TestFixTypedConfirmation(t *testing.T) {
+	l := newFixLab(t)
+	for _, c := range []struct {
+		answer string
+		code   int
+		alive  bool
+	}{{"gpu-fox", exitFixIncomplete, true}, {"gpu-fix", exitOK, false}} {
+		t.Run(c.answer, func(t *testing.T) {
+			ptm, pts := openPTY(t)
+			errR, errW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer errR.Close()
+			var out bytes.Buffer
+			getenv := func(k string) string {
+				if k == "XDG_STATE_HOME" {
+					return l.state
+				}
+				return ""
+			}
+			done := make(chan int, 1)
+			go func() {
+				defer errW.Close()
+				done <- run(context.Background(), []string{"fix", "-F", l.config, "gpu-fix"}, pts, &out, errW, getenv, isTerminal)
+			}()
+			prompt := make([]byte, 0, 256)
+			buf := make([]byte, 256)
+			for !bytes.Contains(prompt, []byte("type the host name gpu-fix: ")) {
+				n, err := errR.Read(buf)
+				if err != nil {
+					t.Fatalf("no prompt: %q (%v)", prompt, err)
+				}
+				prompt = append(prompt, buf[:n]...)
+			}
+			if l.alive(t, l.leftover.PID) != true {
+				t.Fatal("signalled before the answer")
+			}
+			if _, err := ptm.Write([]byte(c.answer + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("fix did not finish")
+			}
+			if code != c.code || l.alive(t, l.leftover.PID) != c.alive {
+				t.Errorf("answer %q: exit %d, leftover alive %v; want %d, %v\n%s", c.answer, code, l.alive(t, l.leftover.PID), c.code, c.alive, out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/fix"
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/watch"
+)
+
+// baseline is a host's whole snapshot as fix probed it before acting: watch's first round.
+type baseline struct {
+	snap   *parse.Snapshot
+	result diagnose.Result
+}
+
+// watchRelease re-probes the host once a second over one kept SSH connection, after the
+// apply script stopped targets, until watch reports each stopped target's memory back on
+// every GPU the plan says it frees, or until --wait has passed since start. It returns each
+// release as watch words it, and whether all came back.
+func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, base baseline, start time.Time, e *env) (lines []string, ok bool) {
+	want := map[[2]int]bool{} // {pid, gpu} still to see released
+	for j, res := range r.results {
+		if res.Outcome == fix.Stopped {
+			for g, m := range r.hp.Targets[j].FreesMiB {
+				if m > 0 {
+					want[[2]int{r.hp.Targets[j].PID, g}] = true
+				}
+			}
+		}
+	}
+	if len(want) == 0 {
+		return nil, true
+	}
+	target, err := f.resolve(o, r.hp.Host, e)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: not watched: %v", report.Sanitize(r.hp.Host), err)}, false
+	}
+	nonce := newNonce()
+	sopt := sshexec.Options{Command: probeCommand(o.ssh.sudo), Stdin: parse.ProbeInput(nonce, smiSeconds(o.timeout)),
+		MaxOutput: maxCaptureBytes, Timeout: o.timeout, ConnectTimeout: o.ssh.connectTimeout, AcceptNew: o.ssh.acceptNew,
+		Head: headCheck(nonce), Shell: e.getenv("SHELL")}
+	ag, closer, _ := sshexec.AgentFromEnv(e.getenv)
+	if closer != nil {
+		defer closer.Close()
+	}
+	if ag != nil {
+		sopt.Agent = ag
+	}
+	pool := sshexec.NewPool([]sshexec.Target{target}, sopt)
+	defer pool.Close()
+	wh := watch.NewHost(watch.Config{})
+	wh.Observe(watch.Round{At: start, Snapshot: base.snap, Result: base.result})
+	for time.Since(start) < f.wait && len(want) > 0 && ctx.Err() == nil {
+		res, dialed := pool.Probe(ctx, 0)
+		round := watch.Round{At: time.Now(), Dialed: dialed}
+		if res.Err == nil {
+			h := diagnoseCapture(r.hp.Host, res.Stdout)
+			round.Snapshot, round.Result = h.Snapshot, h.Result
+		} else {
+			round.Err = res.Err.Error()
+		}
+		_, evs := wh.Observe(round)
+		for _, ev := range evs {
+			if ev.Kind == watch.Released && ev.Holder != nil && ev.GPU != nil && want[[2]int{ev.Holder.PID, *ev.GPU}] {
+				delete(want, [2]int{ev.Holder.PID, *ev.GPU})
+				lines = append(lines, report.Sanitize(r.hp.Host)+": "+report.Sanitize(ev.String()))
+			}
+		}
+		if len(want) > 0 {
+			sleepCtx(ctx, time.Second)
+		}
+	}
+	for k := range want {
+		lines = append(lines, fmt.Sprintf("%s: PID %d: memory still held on GPU %d after %s", report.Sanitize(r.hp.Host), k[0], k[1], f.wait))
+	}
+	return lines, len(want) == 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

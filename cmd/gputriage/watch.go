@@ -1,0 +1,271 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/watch"
+)
+
+// watchRoundTimeout bounds each round of each host, connecting included: a slow host's round
+// ends there, and its next round redials.
+const watchRoundTimeout = 30 * time.Second
+
+// watchOptions are watch's own flags.
+type watchOptions struct {
+	interval time.Duration
+	until    string
+}
+
+func (o *watchOptions) addFlags(fs *pflag.FlagSet) {
+	fs.DurationVar(&o.interval, "interval", 2*time.Second, "re-probe each host every `DURATION`")
+	fs.StringVar(&o.until, "until", "", "exit 0 once `COND` holds on every host: free (every leftover, stopped or zombie holder gone and its memory back), clean (no finding at warning or worse), ready (with --tp, the job would start)")
+}
+
+// watchFlags gives --timeout its meaning for watch: the whole watch, not each host.
+func watchFlags(fs *pflag.FlagSet, o *options) {
+	f := fs.Lookup("timeout")
+	f.Usage = "end the watch after `DURATION` (exit 1 when --until has not held by then; default: no end)"
+	f.DefValue = "0"
+	o.timeout = 0
+	fs.Lookup("format").Usage = "output `FORMAT`: text, or json for JSON Lines (one object per host round)"
+}
+
+// watchCmd is `gputriage watch HOST...`.
+func watchCmd(ctx context.Context, args []string, e *env) (int, error) {
+	var o options
+	fs, err := parseFlags("watch", &o, args)
+	if err != nil {
+		return exitUsage, err
+	}
+	if o.help {
+		fmt.Fprint(e.stdout, usageText("watch", helpWidth(e)))
+		return exitOK, nil
+	}
+	cfg, err := o.watchConfig(fs)
+	if err != nil {
+		return exitUsage, err
+	}
+	ts, err := o.hosts.targets(fs.Args(), e.stdin)
+	if err != nil {
+		return exitUsage, err
+	}
+	if len(ts) == 0 {
+		return exitUsage, usagef("watch: no hosts given (or -x left none)")
+	}
+	hosts, err := o.ssh.resolve(ts, e)
+	if err != nil {
+		return exitUsage, err
+	}
+	sopt, nonce, closeAgent, err := o.ssh.options(watchRoundTimeout, e)
+	if err != nil {
+		return exitUsage, err
+	}
+	defer closeAgent()
+	printConfigNotes(e.stderr, hosts)
+	w := &watcher{o: &o, cfg: cfg, hosts: hosts, nonce: nonce, out: newWatchOutput(&o, e, hosts)}
+	return w.run(ctx, sopt), nil
+}
+
+// watchConfig checks watch's flags and returns what each host waits for.
+func (o *options) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
+	var cfg watch.Config
+	switch o.format {
+	case "text", "json":
+	default:
+		return cfg, usagef("watch: --format must be text or json, got %q", o.format)
+	}
+	if _, err := o.renderer(); err != nil { // checks --color
+		return cfg, err
+	}
+	if o.watch.interval < 100*time.Millisecond {
+		return cfg, usagef("watch: --interval must be at least 100ms, got %s", o.watch.interval)
+	}
+	if o.timeout < 0 {
+		return cfg, usagef("watch: --timeout must not be negative, got %s", o.timeout)
+	}
+	job, err := o.ready.job(fs)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Job = job
+	switch o.watch.until {
+	case "":
+	case "free":
+		cfg.Until = watch.UntilFree
+	case "clean":
+		cfg.Until = watch.UntilClean
+	case "ready":
+		if job == nil {
+			return cfg, usagef("watch: --until ready needs --tp N")
+		}
+		cfg.Until = watch.UntilReady
+	default:
+		return cfg, usagef("watch: --until must be free, clean or ready, got %q", o.watch.until)
+	}
+	return cfg, nil
+}
+
+// watcher runs one watch: a goroutine per host probes it every --interval over its kept
+// connection, and the rounds are judged and shown here, one at a time, as they come.
+type watcher struct {
+	o     *options
+	cfg   watch.Config
+	hosts []resolved
+	nonce string
+	out   watchOutput
+}
+
+// hostRound is one host's round, diagnosed.
+type hostRound struct {
+	i      int
+	host   report.Host
+	dialed bool
+	at     time.Time
+	notes  []string
+}
+
+func (w *watcher) run(ctx context.Context, sopt sshexec.Options) int {
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if w.o.timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, w.o.timeout)
+	}
+	defer cancel()
+	targets := make([]sshexec.Target, len(w.hosts))
+	for i, h := range w.hosts {
+		targets[i] = w.o.ssh.target(h)
+	}
+	pool := sshexec.NewPool(targets, sopt)
+	rounds := make(chan hostRound)
+	pctx, stop := context.WithCancel(wctx)
+	var wg sync.WaitGroup
+	for i := range w.hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.probeLoop(pctx, pool, i, rounds)
+		}()
+	}
+	code := w.judge(ctx, wctx, rounds)
+	stop()
+	wg.Wait() // no Probe in flight when the pool closes
+	pool.Close()
+	return code
+}
+
+// probeLoop probes host i every interval until ctx ends. Rounds are not lock-stepped across
+// hosts: a slow host delays only its own next round.
+func (w *watcher) probeLoop(ctx context.Context, pool *sshexec.Pool, i int, rounds chan<- hostRound) {
+	for {
+		start := time.Now()
+		r, dialed := pool.Probe(ctx, i)
+		if ctx.Err() != nil {
+			return
+		}
+		h, notes := w.o.ssh.finishHost(w.hosts[i].label, &r, w.nonce)
+		blameConfig(h.Err, w.hosts[i].conf)
+		select {
+		case rounds <- hostRound{i: i, host: h, dialed: dialed, at: time.Now(), notes: notes}:
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-time.After(w.o.watch.interval - time.Since(start)):
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// judge follows every host's rounds until the condition holds on all of them (0), a host
+// cannot be reached at its first round (3), --timeout passes (1; 0 without --until; 3 when
+// a host is down then) or Ctrl-C (130).
+func (w *watcher) judge(ctx, wctx context.Context, rounds <-chan hostRound) int {
+	hs := make([]*watch.Host, len(w.hosts))
+	st := make([]*watch.Status, len(w.hosts))
+	for i := range hs {
+		hs[i] = watch.NewHost(w.cfg)
+	}
+	for {
+		select {
+		case <-wctx.Done():
+			code, why := exitHoldsNot, "--timeout "+w.o.timeout.String()+" passed before --until "+w.o.watch.until+" held"
+			switch {
+			case ctx.Err() != nil:
+				code, why = exitInterrupted, "interrupted"
+			case anyDown(st):
+				code, why = exitHostsFailed, "--timeout passed with a host unreachable"
+			case w.cfg.Until == watch.UntilNone:
+				code, why = exitOK, "--timeout "+w.o.timeout.String()+" passed"
+			}
+			w.out.end(time.Now(), code, why)
+			return code
+		case r := <-rounds:
+			for _, n := range r.notes {
+				w.out.note(r.i, n)
+			}
+			s, evs := hs[r.i].Observe(watchRound(r))
+			first := st[r.i] == nil
+			st[r.i] = &s
+			w.out.round(r.i, r.at, s, evs, st)
+			if first && !s.Reachable {
+				w.out.end(time.Now(), exitHostsFailed, w.hosts[r.i].label+" cannot be reached")
+				return exitHostsFailed
+			}
+			if w.cfg.Until != watch.UntilNone && allHold(st) {
+				w.out.end(time.Now(), exitOK, "--until "+w.o.watch.until+" holds on every host")
+				return exitOK
+			}
+		}
+	}
+}
+
+// exitHoldsNot: --timeout passed before --until held.
+const exitHoldsNot = 1
+
+func watchRound(r hostRound) watch.Round {
+	wr := watch.Round{At: r.at, Dialed: r.dialed}
+	if r.host.Err != nil {
+		wr.Err = r.host.Err.Phase + ": " + r.host.Err.Kind + ": " + r.host.Err.Message
+		return wr
+	}
+	wr.Snapshot, wr.Result = r.host.Snapshot, r.host.Result
+	if wr.Snapshot == nil {
+		wr.Snapshot = &parse.Snapshot{}
+	}
+	return wr
+}
+
+func allHold(st []*watch.Status) bool {
+	for _, s := range st {
+		if s == nil || !s.Holds {
+			return false
+		}
+	}
+	return true
+}
+
+func anyDown(st []*watch.Status) bool {
+	for _, s := range st {
+		if s != nil && !s.Reachable {
+			return true
+		}
+	}
+	return false
+}
+
+// worstName is a severity for people, "" for none.
+func worstName(s diagnose.Severity) string {
+	if s < 0 {
+		return ""
+	}
+	return s.String()
+}
