@@ -198,7 +198,7 @@ func TestWatchRelease(t *testing.T) {
 	if rounds < 4 {
 		t.Errorf("only %d sessions (rounds) on w1", rounds)
 	}
-	t.Logf("w1: %d rounds, 1 handshake\n%s", rounds, out)
+	t.Logf("w1: %d rounds, %d handshake(s)\n%s", rounds, handshakes(l.w1)-h0, out)
 }
 
 // TestWatchJSONLines: --format json writes one object per host round, each line parsing on its

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -60,7 +61,7 @@ type SSHD struct {
 	Dir        string
 	HostKeyPub string // "type base64" of its host key
 	cmd        *exec.Cmd
-	log        *bytes.Buffer
+	log        *logBuffer
 }
 
 // Start starts an sshd and waits until it accepts connections; it is stopped at cleanup.
@@ -71,7 +72,7 @@ func Start(t testing.TB, c Config) *SSHD {
 		c.KeyType = "ed25519"
 	}
 	dir := t.TempDir()
-	s := &SSHD{Config: c, Dir: dir, log: &bytes.Buffer{}}
+	s := &SSHD{Config: c, Dir: dir, log: &logBuffer{}}
 	hostKey := filepath.Join(dir, "host_key")
 	args := []string{"-q", "-N", "", "-t", c.KeyType, "-f", hostKey, "-C", c.Name}
 	if c.KeyType == "rsa" {
@@ -320,4 +321,22 @@ func UserKey(t testing.TB, dir, typ string) (string, string) {
 		t.Fatal(err)
 	}
 	return p, strings.TrimSpace(string(pub))
+}
+
+// logBuffer is sshd's output, safe to read (Log) while sshd writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
