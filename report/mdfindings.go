@@ -113,11 +113,7 @@ func (m *mdWriter) whatToDo(h Host, gi int, d *details) {
 	}
 	if len(td.checks) > 0 {
 		m.p("Then check:\n\n")
-		cmds := make([]string, len(td.checks))
-		for i, c := range td.checks {
-			cmds[i] = c.Line
-		}
-		m.commands(cmds)
+		m.commands(commandLines(td.checks))
 	}
 }
 

@@ -553,16 +553,7 @@ func procWidths(rows []procRow, width int) procColumns {
 
 // shmText describes one /dev/shm use: "/dev/shm/x (deleted, mapped, 51.2 GiB)".
 func shmText(u parse.ShmUse) string {
-	var how []string
-	if u.Deleted {
-		how = append(how, "deleted")
-	}
-	if u.Mapped {
-		how = append(how, "mapped")
-	}
-	if u.Open {
-		how = append(how, "open")
-	}
+	how := shmHow(u.Deleted, u.Mapped, u.Open)
 	if u.Bytes != nil {
 		how = append(how, bytesHuman(*u.Bytes))
 	}

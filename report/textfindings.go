@@ -95,11 +95,7 @@ func (t *textWriter) whatToDo(h Host, gi int, d *details) {
 	}
 	if len(td.checks) > 0 {
 		t.line("  then check:")
-		cmds := make([]string, len(td.checks))
-		for i, c := range td.checks {
-			cmds[i] = c.Line
-		}
-		t.commands(cmds)
+		t.commands(commandLines(td.checks))
 	}
 }
 

@@ -165,3 +165,12 @@ func splitComment(line string) diagnose.Command {
 	}
 	return diagnose.Command{Line: line}
 }
+
+// commandLines are the commands' lines, as a block prints them.
+func commandLines(cs []diagnose.Command) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Line
+	}
+	return out
+}

@@ -281,16 +281,7 @@ func sizeText(b int64) string {
 
 // shmState is how a /dev/shm file is kept: "deleted, mapped and open".
 func shmState(f diagnose.ShmFile) string {
-	var how []string
-	if f.Deleted {
-		how = append(how, "deleted")
-	}
-	if f.Mapped {
-		how = append(how, "mapped")
-	}
-	if f.Open {
-		how = append(how, "open")
-	}
+	how := shmHow(f.Deleted, f.Mapped, f.Open)
 	switch len(how) {
 	case 0:
 		return ""
@@ -303,4 +294,18 @@ func shmState(f diagnose.ShmFile) string {
 // resolvesText lists the codes an item resolves: "resolves leftover-process, memory-imbalance".
 func resolvesText(codes []string) string {
 	return fmt.Sprintf("resolves %s", strings.Join(codes, ", "))
+}
+
+// shmHow lists how a /dev/shm file is kept, in the order people read it.
+func shmHow(deleted, mapped, open bool) []string {
+	var how []string
+	for _, w := range []struct {
+		on   bool
+		word string
+	}{{deleted, "deleted"}, {mapped, "mapped"}, {open, "open"}} {
+		if w.on {
+			how = append(how, w.word)
+		}
+	}
+	return how
 }
