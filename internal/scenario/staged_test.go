@@ -341,8 +341,11 @@ type expect struct {
 	// fix: at least one of these must be a fix command of that finding, exactly.
 	fix []string
 	// text: each must appear in the finding's explanation or evidence.
-	text     []string
-	noWorse  bool // no finding at warning or worse at all
+	text    []string
+	noWorse bool // no finding at warning or worse at all
+	// notSaid: no match of these may appear in the text or Markdown report (claims that
+	// would be false here).
+	notSaid  []*regexp.Regexp
 	notCodes []string
 	innocent scenario.Innocents
 }
@@ -350,7 +353,10 @@ type expect struct {
 var (
 	anySystemctl = regexp.MustCompile(`systemctl`)
 	// systemSSHDStop is any systemctl that would act on the system's sshd.
-	systemSSHDStop = regexp.MustCompile(`systemctl +(?:-[^-]\S* +)*(stop|kill|restart|disable|mask)( --)? +'?sshd\.service`)
+	// resolvesImbalance is a "what to do" item's claim that it resolves memory-imbalance,
+	// across the line breaks of its wrapped list of codes.
+	resolvesImbalance = regexp.MustCompile(`resolves(\s+[a-z-]+,)*\s+memory-imbalance\b`)
+	systemSSHDStop    = regexp.MustCompile(`systemctl +(?:-[^-]\S* +)*(stop|kill|restart|disable|mask)( --)? +'?sshd\.service`)
 )
 
 // TestStagedHosts builds host situations with real processes and checks, in the text,
@@ -379,8 +385,10 @@ func TestStagedHosts(t *testing.T) {
 			s.hold(c.PID, 0, 50_000)
 			s.hold(h.PID, 1, 30_000)
 			return expect{code: diagnose.CodeMemoryImbalance, culprit: c.PID,
-				fix:      []string{fmt.Sprint("kill ", c.PID)},
-				text:     []string{"that alone does not restore balance", "CUDA_VISIBLE_DEVICES=0,2,3", fmt.Sprintf("healthy work holds it: PID %d", h.PID), "(looks healthy)"},
+				fix:  []string{fmt.Sprint("kill ", c.PID)},
+				text: []string{"that alone does not restore balance", "CUDA_VISIBLE_DEVICES=0,2,3", fmt.Sprintf("healthy work holds it: PID %d", h.PID), "(looks healthy)"},
+				// What to do must not say that stopping the leftover resolves the imbalance.
+				notSaid:  []*regexp.Regexp{resolvesImbalance},
 				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}}
 		}},
 		{"workers left behind by a KillMode=process stop next to the active service", func(s *stage) expect {
@@ -643,6 +651,13 @@ func checkStaged(t *testing.T, r rendered, want expect) {
 		}
 		if want.culprit != 0 && !scenario.HasToken(r.text, fmt.Sprint(want.culprit)) {
 			t.Errorf("the text report never names the culprit %d", want.culprit)
+		}
+	}
+	for _, re := range want.notSaid {
+		for _, out := range []string{r.text, r.md} {
+			if m := re.FindString(out); m != "" {
+				t.Errorf("the report says %q", m)
+			}
 		}
 	}
 	if bad := want.innocent.Blamed(r.blamingUnits...); len(bad) > 0 {
