@@ -244,14 +244,17 @@ func blames(severity, code string) bool {
 	return severity != "info" || code == diagnose.CodeMemoryImbalance
 }
 
-var textFindingHead = regexp.MustCompile(`^  (INFO|WARNING|ERROR|CRITICAL) +(\S+)`)
+var (
+	textFindingHead = regexp.MustCompile(`^  (INFO|WARNING|ERROR|CRITICAL) +(\S+)`)
+	todoItem        = regexp.MustCompile(`^  \d+\. `)
+)
 
 // textBlaming cuts the text report's blaming findings into units: the wrapped title and
 // explanation joined, each bullet joined, each fix command joined across its "\" breaks.
 func textBlaming(text string) []string {
 	var units []string
 	var cur []string
-	in, inFix := false, false
+	in, inFix, inTodo := false, false, false
 	flush := func() {
 		if len(cur) > 0 {
 			units = append(units, scenario.Units(strings.Join(cur, " "))...)
@@ -267,6 +270,18 @@ func textBlaming(text string) []string {
 			}
 			continue
 		}
+		if line == "  what to do" {
+			// Every item and command of the host's what to do acts on something.
+			flush()
+			in, inFix, inTodo = true, false, true
+			continue
+		}
+		if inTodo && (todoItem.MatchString(line) || strings.HasPrefix(line, "       ")) {
+			// An item's lead starts a unit; each command is one.
+			flush()
+			cur = []string{strings.TrimSpace(line)}
+			continue
+		}
 		trimmed := strings.TrimSpace(line)
 		if !in {
 			continue
@@ -274,7 +289,7 @@ func textBlaming(text string) []string {
 		switch {
 		case trimmed == "":
 			flush()
-			in = false
+			in, inTodo = false, false
 		case trimmed == "fix:":
 			flush()
 			inFix = true
@@ -304,6 +319,9 @@ func markdownBlaming(md string) []string {
 		if strings.HasPrefix(line, "#") {
 			m := mdFindingHead.FindStringSubmatch(line)
 			in = m != nil && blames(m[1], m[2])
+		}
+		if strings.HasPrefix(line, "**What to do:**") {
+			in = true // every item and command of it acts on something
 		}
 		if in {
 			units = append(units, scenario.Units(line)...)
