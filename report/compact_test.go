@@ -32,6 +32,11 @@ func TestFoldPaths(t *testing.T) {
 		{"other files kept apart", append(series("/dev/shm/a-N", "1", "2", "3"), "/dev/shm/lock", "/dev/shm/a-9x"),
 			[]string{"/dev/shm/a-{1..3}", "/dev/shm/lock", "/dev/shm/a-9x"}},
 		{"host text sanitized", []string{"/dev/shm/\x1b[31mx"}, []string{`/dev/shm/\x1b[31mx`}},
+		// A name with braces of its own is one file: it must not read as a folded series, nor
+		// make a real series read as more files than there are.
+		{"a name that looks folded", []string{"/dev/shm/model-{0001..0012}.safetensors"},
+			[]string{`/dev/shm/model-\{0001..0012\}.safetensors`}},
+		{"braces around a real series", series("/dev/shm/x{N}", "1", "2", "3"), []string{`/dev/shm/x\{{1..3}\}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
