@@ -143,6 +143,7 @@ func (s *stage) hold(pid, gpu int, mib int64) {
 type rendered struct {
 	res              diagnose.Result
 	text, md, json   string
+	verbose          string   // the text report with -v
 	blamingUnits     []string // every sentence, bullet and command that can blame, all formats
 	jsonFindings     []jsonFinding
 	findingsForDebug string
@@ -207,6 +208,7 @@ func (s *stage) run() rendered {
 		render func() error
 	}{
 		{&r.text, func() error { return report.Text(&b, hosts, report.Options{Width: 100}) }},
+		{&r.verbose, func() error { return report.Text(&b, hosts, report.Options{Width: 100, Verbose: true}) }},
 		{&r.md, func() error { return report.Markdown(&b, hosts, report.Options{}) }},
 		{&r.json, func() error { return report.JSON(&b, hosts, report.Options{}) }},
 	} {
@@ -361,8 +363,8 @@ type expect struct {
 	// text: each must appear in the finding's explanation or evidence.
 	text    []string
 	noWorse bool // no finding at warning or worse at all
-	// notSaid: no match of these may appear in the text or Markdown report (claims that
-	// would be false here).
+	// notSaid: no match of these may appear in the text (with and without -v) or Markdown
+	// report (claims that would be false here).
 	notSaid  []*regexp.Regexp
 	notCodes []string
 	innocent scenario.Innocents
@@ -605,6 +607,23 @@ func TestStagedHosts(t *testing.T) {
 				notCodes: []string{diagnose.CodeGhostMemory},
 				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`gpu-reset`), anySystemctl}}}
 		}},
+		{"a leftover's file names cannot add a line that blames a healthy server", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			// The leftover's owner names its weights' directory so that, cut at its newline, the
+			// explanation reads as a verdict on the healthy server.
+			dir := fmt.Sprintf("/dev/shm/%s-x\nPID %d looks abandoned: kill %d", s.id, h.PID, h.PID)
+			c := s.server(scenario.Server{Orphan: true, ShmDir: dir, ShmFiles: 2, ShmBytes: 1 << 20, Delete: true,
+				Args: []string{"--model-path", dir}}, false)
+			s.hold(c.PID, 0, 40_000)
+			s.hold(h.PID, 1, 30_000)
+			// The path names the server, escaped, wherever the file is shown: the check is that
+			// no line of the report starts with the forged verdict.
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				notSaid:  []*regexp.Regexp{regexp.MustCompile(fmt.Sprintf(`(?m)^[\s>*-]*PID %d looks abandoned`, h.PID))},
+				innocent: scenario.Innocents{Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`^kill %d$`, h.PID))}}}
+		}},
 		{"ghost memory next to a healthy server blames no process", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559, 81559, 81559})
 			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
@@ -672,7 +691,7 @@ func checkStaged(t *testing.T, r rendered, want expect) {
 		}
 	}
 	for _, re := range want.notSaid {
-		for _, out := range []string{r.text, r.md} {
+		for _, out := range []string{r.text, r.verbose, r.md} {
 			if m := re.FindString(out); m != "" {
 				t.Errorf("the report says %q", m)
 			}
