@@ -65,7 +65,7 @@ type Finding struct {
 	Code        string
 	Severity    Severity
 	Title       string
-	Explanation string // plain words, may span several sentences
+	Explanation string // plain words, one paragraph (no line breaks) of one or more sentences
 	// The evidence the finding rests on.
 	GPUs     []int    // GPU indexes
 	PIDs     []int    // process IDs

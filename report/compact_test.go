@@ -32,6 +32,11 @@ func TestFoldPaths(t *testing.T) {
 		{"other files kept apart", append(series("/dev/shm/a-N", "1", "2", "3"), "/dev/shm/lock", "/dev/shm/a-9x"),
 			[]string{"/dev/shm/a-{1..3}", "/dev/shm/lock", "/dev/shm/a-9x"}},
 		{"host text sanitized", []string{"/dev/shm/\x1b[31mx"}, []string{`/dev/shm/\x1b[31mx`}},
+		// A name with braces of its own is one file: it must not read as a folded series, nor
+		// make a real series read as more files than there are.
+		{"a name that looks folded", []string{"/dev/shm/model-{0001..0012}.safetensors"},
+			[]string{`/dev/shm/model-\{0001..0012\}.safetensors`}},
+		{"braces around a real series", series("/dev/shm/x{N}", "1", "2", "3"), []string{`/dev/shm/x\{{1..3}\}`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,6 +133,48 @@ func TestWhatToDo(t *testing.T) {
 	}
 	if strings.Count(out, "kill 20629\n") != 1 {
 		t.Errorf("the shared fix is not shown once:\n%s", out)
+	}
+}
+
+// TestWhatToDoResolvesOnlyAlone: an item says it resolves a finding only when it does so by
+// itself; with another action of that finding needed too, or healthy work that keeps an
+// imbalanced GPU short, it only helps with it.
+func TestWhatToDoResolvesOnlyAlone(t *testing.T) {
+	stop := func(pid string) diagnose.Action {
+		return diagnose.Action{Kind: diagnose.ActionKill, Target: pid, Steps: []diagnose.Command{{Line: "kill " + pid}}}
+	}
+	rm := func(p string) diagnose.Action {
+		return diagnose.Action{Kind: diagnose.ActionRemoveFiles, Target: p, Steps: []diagnose.Command{{Line: "rm -rf -- " + p}}}
+	}
+	narrow := diagnose.Action{Kind: diagnose.ActionNarrowLaunch, Target: "CUDA_VISIBLE_DEVICES=0,2"}
+	tests := []struct {
+		name string
+		f    diagnose.Finding
+		want []string // each item's resolves clause, in order
+	}{
+		{"one action", diagnose.Finding{Code: "leftover-process", Actions: []diagnose.Action{stop("7")}},
+			[]string{"resolves leftover-process"}},
+		{"balanced once stopped", diagnose.Finding{Code: "memory-imbalance", Imbalance: &diagnose.Imbalance{BalancedAfter: true},
+			Actions: []diagnose.Action{stop("7"), narrow}}, []string{"resolves memory-imbalance"}},
+		{"healthy work keeps a GPU short", diagnose.Finding{Code: "memory-imbalance", Imbalance: &diagnose.Imbalance{},
+			Actions: []diagnose.Action{stop("7"), narrow}}, []string{"helps with memory-imbalance"}},
+		{"two leftovers", diagnose.Finding{Code: "memory-imbalance", Imbalance: &diagnose.Imbalance{BalancedAfter: true},
+			Actions: []diagnose.Action{stop("7"), stop("8")}}, []string{"helps with memory-imbalance", "helps with memory-imbalance"}},
+		{"two stale files", diagnose.Finding{Code: "shm-stale", Actions: []diagnose.Action{rm("/dev/shm/a"), rm("/dev/shm/b")}},
+			[]string{"helps with shm-stale", "helps with shm-stale"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, it := range hostTodo([]diagnose.Finding{tt.f}).items {
+				if it.kind != diagnose.ActionNarrowLaunch {
+					got = append(got, resolvesText(it.codes, it.partly))
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 

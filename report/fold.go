@@ -146,11 +146,18 @@ func consecutive(a, b string) bool {
 	return err1 == nil && err2 == nil && y == x+1
 }
 
-// foldPaths folds sanitized paths into series: one text per series or lone path.
+// braceEscaper escapes the braces a name has of its own, as the shell does, so that a file
+// named "model-{0001..0012}.bin" does not read as twelve files folded into one line.
+var braceEscaper = strings.NewReplacer("{", `\{`, "}", `\}`)
+
+// foldable is a path as a folded list shows it: sanitized, its own braces escaped.
+func foldable(p string) string { return braceEscaper.Replace(Sanitize(p)) }
+
+// foldPaths folds paths into series: one text per series or lone path, sanitized.
 func foldPaths(paths []string) []string {
 	san := make([]string, len(paths))
 	for i, p := range paths {
-		san[i] = Sanitize(p)
+		san[i] = foldable(p)
 	}
 	_, texts := foldSeries(san)
 	return texts
@@ -183,7 +190,7 @@ func shmLines(files []diagnose.ShmFile) []string {
 	for _, c := range classes {
 		paths := make([]string, len(c.idx))
 		for i, j := range c.idx {
-			paths[i] = Sanitize(files[j].Path)
+			paths[i] = foldable(files[j].Path)
 		}
 		groups, texts := foldSeries(paths)
 		for g, members := range groups {

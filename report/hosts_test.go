@@ -130,7 +130,7 @@ func noDriverHost() Host {
 		Result: diagnose.Result{Findings: []diagnose.Finding{{
 			Code: diagnose.CodeSMIFailed, Severity: diagnose.Critical, Kind: string(parse.SMINoDriver),
 			Title:       "nvidia-smi cannot communicate with the NVIDIA driver",
-			Explanation: "The kernel module is not loaded, usually after a kernel upgrade without a matching driver build.\nNo GPU on this host can be used until the driver loads.",
+			Explanation: "The kernel module is not loaded, usually after a kernel upgrade without a matching driver build. No GPU on this host can be used until the driver loads.",
 			Evidence:    []string{"nvidia-smi exited with status 9"},
 			Fix:         []string{"lsmod | grep nvidia", "sudo dmesg | grep -i nvrm | tail -n 20", "sudo modprobe nvidia"},
 		}}},

@@ -405,15 +405,13 @@ func joinInts(xs []int) string {
 	return strings.Join(s, ",")
 }
 
-// lines splits multi-line text (an explanation) into sanitized lines, dropping blank ones at
-// either end.
+// lines is an explanation as the lines to show, sanitized: one paragraph. diagnose writes an
+// explanation without line breaks, so a newline in it came from the host (a file name, a
+// path) and is shown escaped: split there, the rest of a name could read as a line of its own,
+// a verdict on another process.
 func lines(s string) []string {
-	ls := strings.Split(strings.TrimSpace(s), "\n")
-	for i, l := range ls {
-		ls[i] = Sanitize(strings.TrimRight(l, " \r"))
-	}
-	if len(ls) == 1 && ls[0] == "" {
+	if s = strings.TrimSpace(s); s == "" {
 		return nil
 	}
-	return ls
+	return []string{Sanitize(s)}
 }

@@ -18,7 +18,10 @@ type todoItem struct {
 	pids   []int
 	frees  diagnose.Impact
 	steps  []diagnose.Command
-	codes  []string // the findings it resolves, in finding order
+	codes  []string // the findings it is suggested for, in finding order
+	// partly are the codes among codes that it does not resolve alone: another action of
+	// the finding is needed too, or healthy work keeps the finding's GPUs short.
+	partly []string
 	sev    diagnose.Severity
 }
 
@@ -44,6 +47,9 @@ func hostTodo(fs []diagnose.Finding) todo {
 		it.merge(a)
 		if !slices.Contains(it.codes, f.Code) {
 			it.codes = append(it.codes, f.Code)
+		}
+		if !resolvesAlone(f, a) && !slices.Contains(it.partly, f.Code) {
+			it.partly = append(it.partly, f.Code)
 		}
 		it.sev = max(it.sev, f.Severity)
 	}
@@ -121,8 +127,27 @@ func (it todoItem) lead(procs []diagnose.GPUProcess) string {
 	if f := impactText(it.frees); f != "" {
 		tail = append(tail, f)
 	}
-	tail = append(tail, resolvesText(it.codes))
+	tail = append(tail, resolvesText(it.codes, it.partly))
 	return s + ": " + strings.Join(tail, "; ")
+}
+
+// resolvesAlone reports whether doing a resolves f by itself: a is the only action of f that
+// gives something back (looking and launching elsewhere do not), and for memory-imbalance
+// the GPUs are balanced once the leftovers are stopped (healthy work on a short GPU keeps it
+// short).
+func resolvesAlone(f diagnose.Finding, a diagnose.Action) bool {
+	if f.Imbalance != nil && !f.Imbalance.BalancedAfter {
+		return false
+	}
+	for _, b := range f.Actions {
+		if b.Kind == diagnose.ActionInspect || b.Kind == diagnose.ActionNarrowLaunch {
+			continue
+		}
+		if b.Kind != a.Kind || b.Target != a.Target {
+			return false
+		}
+	}
+	return true
 }
 
 // stepBlocks splits the steps into blocks of commands: a command with a note is a block of

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,9 +290,25 @@ func shmState(f diagnose.ShmFile) string {
 	return strings.Join(how[:len(how)-1], ", ") + " and " + how[len(how)-1]
 }
 
-// resolvesText lists the codes an item resolves: "resolves leftover-process, memory-imbalance".
-func resolvesText(codes []string) string {
-	return fmt.Sprintf("resolves %s", strings.Join(codes, ", "))
+// resolvesText lists the codes an item resolves, then those it only helps with: "resolves
+// leftover-process, shm-deleted-mapped; helps with memory-imbalance".
+func resolvesText(codes, partly []string) string {
+	var all, some []string
+	for _, c := range codes {
+		if slices.Contains(partly, c) {
+			some = append(some, c)
+		} else {
+			all = append(all, c)
+		}
+	}
+	var parts []string
+	if len(all) > 0 {
+		parts = append(parts, "resolves "+strings.Join(all, ", "))
+	}
+	if len(some) > 0 {
+		parts = append(parts, "helps with "+strings.Join(some, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // shmHow lists how a /dev/shm file is kept, in the order people read it.

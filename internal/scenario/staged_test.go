@@ -143,6 +143,7 @@ func (s *stage) hold(pid, gpu int, mib int64) {
 type rendered struct {
 	res              diagnose.Result
 	text, md, json   string
+	verbose          string   // the text report with -v
 	blamingUnits     []string // every sentence, bullet and command that can blame, all formats
 	jsonFindings     []jsonFinding
 	findingsForDebug string
@@ -207,6 +208,7 @@ func (s *stage) run() rendered {
 		render func() error
 	}{
 		{&r.text, func() error { return report.Text(&b, hosts, report.Options{Width: 100}) }},
+		{&r.verbose, func() error { return report.Text(&b, hosts, report.Options{Width: 100, Verbose: true}) }},
 		{&r.md, func() error { return report.Markdown(&b, hosts, report.Options{}) }},
 		{&r.json, func() error { return report.JSON(&b, hosts, report.Options{}) }},
 	} {
@@ -244,14 +246,17 @@ func blames(severity, code string) bool {
 	return severity != "info" || code == diagnose.CodeMemoryImbalance
 }
 
-var textFindingHead = regexp.MustCompile(`^  (INFO|WARNING|ERROR|CRITICAL) +(\S+)`)
+var (
+	textFindingHead = regexp.MustCompile(`^  (INFO|WARNING|ERROR|CRITICAL) +(\S+)`)
+	todoItem        = regexp.MustCompile(`^  \d+\. `)
+)
 
 // textBlaming cuts the text report's blaming findings into units: the wrapped title and
 // explanation joined, each bullet joined, each fix command joined across its "\" breaks.
 func textBlaming(text string) []string {
 	var units []string
 	var cur []string
-	in, inFix := false, false
+	in, inFix, inTodo := false, false, false
 	flush := func() {
 		if len(cur) > 0 {
 			units = append(units, scenario.Units(strings.Join(cur, " "))...)
@@ -267,6 +272,18 @@ func textBlaming(text string) []string {
 			}
 			continue
 		}
+		if line == "  what to do" {
+			// Every item and command of the host's what to do acts on something.
+			flush()
+			in, inFix, inTodo = true, false, true
+			continue
+		}
+		if inTodo && (todoItem.MatchString(line) || strings.HasPrefix(line, "       ")) {
+			// An item's lead starts a unit; each command is one.
+			flush()
+			cur = []string{strings.TrimSpace(line)}
+			continue
+		}
 		trimmed := strings.TrimSpace(line)
 		if !in {
 			continue
@@ -274,7 +291,7 @@ func textBlaming(text string) []string {
 		switch {
 		case trimmed == "":
 			flush()
-			in = false
+			in, inTodo = false, false
 		case trimmed == "fix:":
 			flush()
 			inFix = true
@@ -304,6 +321,9 @@ func markdownBlaming(md string) []string {
 		if strings.HasPrefix(line, "#") {
 			m := mdFindingHead.FindStringSubmatch(line)
 			in = m != nil && blames(m[1], m[2])
+		}
+		if strings.HasPrefix(line, "**What to do:**") {
+			in = true // every item and command of it acts on something
 		}
 		if in {
 			units = append(units, scenario.Units(line)...)
@@ -341,8 +361,11 @@ type expect struct {
 	// fix: at least one of these must be a fix command of that finding, exactly.
 	fix []string
 	// text: each must appear in the finding's explanation or evidence.
-	text     []string
-	noWorse  bool // no finding at warning or worse at all
+	text    []string
+	noWorse bool // no finding at warning or worse at all
+	// notSaid: no match of these may appear in the text (with and without -v) or Markdown
+	// report (claims that would be false here).
+	notSaid  []*regexp.Regexp
 	notCodes []string
 	innocent scenario.Innocents
 }
@@ -350,7 +373,10 @@ type expect struct {
 var (
 	anySystemctl = regexp.MustCompile(`systemctl`)
 	// systemSSHDStop is any systemctl that would act on the system's sshd.
-	systemSSHDStop = regexp.MustCompile(`systemctl +(?:-[^-]\S* +)*(stop|kill|restart|disable|mask)( --)? +'?sshd\.service`)
+	// resolvesImbalance is a "what to do" item's claim that it resolves memory-imbalance,
+	// across the line breaks of its wrapped list of codes.
+	resolvesImbalance = regexp.MustCompile(`resolves(\s+[a-z-]+,)*\s+memory-imbalance\b`)
+	systemSSHDStop    = regexp.MustCompile(`systemctl +(?:-[^-]\S* +)*(stop|kill|restart|disable|mask)( --)? +'?sshd\.service`)
 )
 
 // TestStagedHosts builds host situations with real processes and checks, in the text,
@@ -379,8 +405,10 @@ func TestStagedHosts(t *testing.T) {
 			s.hold(c.PID, 0, 50_000)
 			s.hold(h.PID, 1, 30_000)
 			return expect{code: diagnose.CodeMemoryImbalance, culprit: c.PID,
-				fix:      []string{fmt.Sprint("kill ", c.PID)},
-				text:     []string{"that alone does not restore balance", "CUDA_VISIBLE_DEVICES=0,2,3", fmt.Sprintf("healthy work holds it: PID %d", h.PID), "(looks healthy)"},
+				fix:  []string{fmt.Sprint("kill ", c.PID)},
+				text: []string{"that alone does not restore balance", "CUDA_VISIBLE_DEVICES=0,2,3", fmt.Sprintf("healthy work holds it: PID %d", h.PID), "(looks healthy)"},
+				// What to do must not say that stopping the leftover resolves the imbalance.
+				notSaid:  []*regexp.Regexp{resolvesImbalance},
 				innocent: scenario.Innocents{PIDs: []int{h.PID}, Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}}
 		}},
 		{"workers left behind by a KillMode=process stop next to the active service", func(s *stage) expect {
@@ -579,6 +607,23 @@ func TestStagedHosts(t *testing.T) {
 				notCodes: []string{diagnose.CodeGhostMemory},
 				innocent: scenario.Innocents{Commands: []*regexp.Regexp{regexp.MustCompile(`gpu-reset`), anySystemctl}}}
 		}},
+		{"a leftover's file names cannot add a line that blames a healthy server", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+			s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+			// The leftover's owner names its weights' directory so that, cut at its newline, the
+			// explanation reads as a verdict on the healthy server.
+			dir := fmt.Sprintf("/dev/shm/%s-x\nPID %d looks abandoned: kill %d", s.id, h.PID, h.PID)
+			c := s.server(scenario.Server{Orphan: true, ShmDir: dir, ShmFiles: 2, ShmBytes: 1 << 20, Delete: true,
+				Args: []string{"--model-path", dir}}, false)
+			s.hold(c.PID, 0, 40_000)
+			s.hold(h.PID, 1, 30_000)
+			// The path names the server, escaped, wherever the file is shown: the check is that
+			// no line of the report starts with the forged verdict.
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				notSaid:  []*regexp.Regexp{regexp.MustCompile(fmt.Sprintf(`(?m)^[\s>*-]*PID %d looks abandoned`, h.PID))},
+				innocent: scenario.Innocents{Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`^kill %d$`, h.PID))}}}
+		}},
 		{"ghost memory next to a healthy server blames no process", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559, 81559, 81559})
 			h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
@@ -643,6 +688,13 @@ func checkStaged(t *testing.T, r rendered, want expect) {
 		}
 		if want.culprit != 0 && !scenario.HasToken(r.text, fmt.Sprint(want.culprit)) {
 			t.Errorf("the text report never names the culprit %d", want.culprit)
+		}
+	}
+	for _, re := range want.notSaid {
+		for _, out := range []string{r.text, r.verbose, r.md} {
+			if m := re.FindString(out); m != "" {
+				t.Errorf("the report says %q", m)
+			}
 		}
 	}
 	if bad := want.innocent.Blamed(r.blamingUnits...); len(bad) > 0 {
