@@ -19,10 +19,30 @@ const (
 	ReasonGPUNotAllocated ReasonCode = "gpu-not-allocated"
 )
 
-// completingGrace is how long a job may stay COMPLETING before its remaining processes are
-// its leftovers: Slurm signals them, waits KillWait (30 s by default) before SIGKILL, and gives
-// up on a step after UnkillableStepTimeout (60 s by default).
-const completingGrace = 2 * time.Minute
+// How long a job may stay COMPLETING before its remaining processes are its leftovers: Slurm
+// signals them, waits KillWait before SIGKILL, then waits UnkillableStepTimeout for them to
+// go before it calls the step unkillable. completingMargin adds what Slurm's messages about
+// it take (MessageTimeout, 10 s by default) and clock skew between controller and node, which
+// write EndTime and the capture's time. Where the host's values are unknown, Slurm's defaults
+// apply: 30 s + 60 s + 30 s, two minutes.
+const (
+	defaultKillWait       = 30 * time.Second
+	defaultUnkillableStep = 60 * time.Second
+	completingMargin      = 30 * time.Second
+)
+
+// completingGrace is KillWait + UnkillableStepTimeout + completingMargin, with the host's
+// values where the probe read them.
+func (h *host) completingGrace() time.Duration {
+	kw, us := defaultKillWait, defaultUnkillableStep
+	if d := h.s.SlurmTimeouts.KillWait; d != nil {
+		kw = *d
+	}
+	if d := h.s.SlurmTimeouts.UnkillableStep; d != nil {
+		us = *d
+	}
+	return kw + us + completingMargin
+}
 
 // activeJobStates are the states in which a job's processes may run on its nodes.
 var activeJobStates = []string{"RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING", "STOPPED"}
@@ -145,7 +165,7 @@ func (h *host) jobEnded(t slurmTie) (bool, time.Duration) {
 	case j.State == "":
 		return false, 0
 	case j.State == "COMPLETING":
-		return j.EndTime != nil && since > completingGrace, since
+		return j.EndTime != nil && since > h.completingGrace(), since
 	case !slices.Contains(activeJobStates, j.State):
 		return true, since
 	}

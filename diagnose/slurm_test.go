@@ -40,6 +40,37 @@ func endedJob(state string, ago time.Duration) parse.SlurmJob {
 	return j
 }
 
+// A COMPLETING job's process is a leftover once the job has been completing past the host's
+// KillWait + UnkillableStepTimeout (+ 30 s): sooner on a host with short ones, later on one
+// with long ones; Slurm's defaults (two minutes in all) where the probe could not read them.
+func TestSlurmCompletingByHostTimeouts(t *testing.T) {
+	d := func(v time.Duration) *time.Duration { return &v }
+	tests := []struct {
+		name     string
+		timeouts parse.SlurmTimeouts
+		ago      time.Duration
+		leftover bool
+	}{
+		{"short timeouts, past them", parse.SlurmTimeouts{KillWait: d(2 * time.Second), UnkillableStep: d(5 * time.Second)}, 60 * time.Second, true},
+		{"short timeouts, within them", parse.SlurmTimeouts{KillWait: d(2 * time.Second), UnkillableStep: d(5 * time.Second)}, 30 * time.Second, false},
+		{"long timeouts, within them", parse.SlurmTimeouts{KillWait: d(5 * time.Minute), UnkillableStep: d(10 * time.Minute)}, 10 * time.Minute, false},
+		{"long timeouts, past them", parse.SlurmTimeouts{KillWait: d(5 * time.Minute), UnkillableStep: d(10 * time.Minute)}, 16 * time.Minute, true},
+		{"unknown: defaults, within", parse.SlurmTimeouts{}, 110 * time.Second, false},
+		{"unknown: defaults, past", parse.SlurmTimeouts{}, 130 * time.Second, true},
+		{"KillWait only", parse.SlurmTimeouts{KillWait: d(10 * time.Minute)}, 5 * time.Minute, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := slurmHost(0, endedJob("COMPLETING", tt.ago))
+			s.SlurmTimeouts = tt.timeouts
+			f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
+			if (f != nil) != tt.leftover {
+				t.Errorf("completing for %v: leftover %v, want %v", tt.ago, f != nil, tt.leftover)
+			}
+		})
+	}
+}
+
 func TestSlurmVerdicts(t *testing.T) {
 	const healthy = ""
 	tests := []struct {

@@ -532,7 +532,9 @@ for _l in $(printf '%s\n' "$ANC" | awk 'NF == 4 && $4 ~ /^[0-9]+\./ { split($4, 
 # "tz +HHMM" (the zone scontrol writes its times in), then "JOB RC BASE64" per job: BASE64 the
 # encoded output of `scontrol show job -d -o JOB` (at most 32 KiB: a job's name, comment and
 # paths are its user's text, any bytes); RC "-" when not asked: Slurm already failed to answer
-# in time, or the section's 15 s were spent.
+# in time, or the section's 15 s were spent. Last, "timeouts KILLWAIT UNKILLABLE": Slurm's
+# KillWait and UnkillableStepTimeout in seconds (scontrol show config, 5 s), each digits (at most
+# 9) or "-" when unknown; how long a job may stay COMPLETING before its processes are leftovers.
 slurmjobs() {
 	printf 'tz %s\n' "$(date +%z 2>/dev/null)"
 	_late= _t0=$(date +%s 2>/dev/null)
@@ -549,6 +551,16 @@ slurmjobs() {
 		printf '%s' "$_o" | head -c 32768 | base64 | tr -d '\n'
 		echo
 	done
+	_kw= _us=
+	_now=$(date +%s 2>/dev/null)
+	if [ -z "$_late" ] && [ $((${_now:-0} - ${_t0:-0})) -lt 15 ]; then
+		_o=$(t 5 scontrol show config 2>/dev/null | head -c 262144 |
+			awk '$2 == "=" && $1 == "KillWait" { k = $3 } $2 == "=" && $1 == "UnkillableStepTimeout" { u = $3 } END { print k "," u }')
+		_kw=${_o%%,*} _us=${_o#*,}
+	fi
+	case $_kw in '' | *[!0-9]* | ??????????*) _kw=- ;; esac
+	case $_us in '' | *[!0-9]* | ??????????*) _us=- ;; esac
+	printf 'timeouts %s %s\n' "$_kw" "$_us"
 }
 if [ -z "${JOBS# }" ]; then
 	nosec slurm 1048576 0

@@ -54,6 +54,12 @@ type SlurmAlloc struct {
 	GPUsKnown bool
 }
 
+// SlurmTimeouts are Slurm's KillWait and UnkillableStepTimeout on the host (the slurm
+// section's "timeouts" line, from scontrol show config); nil when unknown.
+type SlurmTimeouts struct {
+	KillWait, UnkillableStep *time.Duration
+}
+
 // Bounds on what one job's record may make the parser hold.
 const (
 	maxSlurmJobs   = 64
@@ -107,15 +113,22 @@ func ParseAncestors(r io.Reader) (out []Ancestor, contested []int, err error) {
 	return keep, contested, errs.err()
 }
 
-// ParseSlurmJobs reads the slurm section: a "tz +HHMM" line, then "JOB RC BASE64" lines,
-// BASE64 the output of scontrol show job -d -o JOB, RC "-" when not asked. A job given twice
-// is left out and returned in contested.
+// ParseSlurmJobs is ParseSlurm without the timeouts.
 func ParseSlurmJobs(r io.Reader) (out []SlurmJob, contested []string, err error) {
+	out, _, contested, err = ParseSlurm(r)
+	return out, contested, err
+}
+
+// ParseSlurm reads the slurm section: a "tz +HHMM" line, then "JOB RC BASE64" lines,
+// BASE64 the output of scontrol show job -d -o JOB, RC "-" when not asked, and a "timeouts
+// KILLWAIT UNKILLABLE" line. A job given twice is left out and returned in contested.
+func ParseSlurm(r io.Reader) (out []SlurmJob, to SlurmTimeouts, contested []string, err error) {
 	b, rerr := readInput(r)
 	var errs errList
 	errs.add(rerr)
 	var zone *time.Location
 	count := map[string]int{}
+	seenTimeouts := false
 	for i, l := range splitLines(b) {
 		f := strings.Fields(l)
 		switch {
@@ -123,6 +136,16 @@ func ParseSlurmJobs(r io.Reader) (out []SlurmJob, contested []string, err error)
 			continue
 		case len(f) == 2 && f[0] == "tz" && zone == nil && i == 0:
 			zone = parseZone(f[1])
+			continue
+		case len(f) > 0 && f[0] == "timeouts":
+			t, ok := parseSlurmTimeouts(f)
+			if !ok || seenTimeouts {
+				errs.addf("slurm line %d: want one timeouts KILLWAIT UNKILLABLE: %s", i+1, q(l))
+				to = SlurmTimeouts{}
+			} else {
+				to = t
+			}
+			seenTimeouts = true
 			continue
 		case len(f) < 2 || !isDigits(f[0]) || len(f[0]) > 10:
 			errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
@@ -161,7 +184,29 @@ func ParseSlurmJobs(r io.Reader) (out []SlurmJob, contested []string, err error)
 			count[j.ID] = 0
 		}
 	}
-	return keep, contested, errs.err()
+	return keep, to, contested, errs.err()
+}
+
+// parseSlurmTimeouts reads "timeouts KILLWAIT UNKILLABLE", each seconds (at most 9 digits)
+// or "-".
+func parseSlurmTimeouts(f []string) (SlurmTimeouts, bool) {
+	if len(f) != 3 {
+		return SlurmTimeouts{}, false
+	}
+	var to SlurmTimeouts
+	for i, d := range []**time.Duration{&to.KillWait, &to.UnkillableStep} {
+		v := f[i+1]
+		if v == "-" {
+			continue
+		}
+		if !isDigits(v) || len(v) > 9 {
+			return SlurmTimeouts{}, false
+		}
+		n, _ := strconv.Atoi(v)
+		sec := time.Duration(n) * time.Second
+		*d = &sec
+	}
+	return to, true
 }
 
 // parseZone reads date's %z: "+0100", "-0530".
@@ -379,8 +424,9 @@ func (p *snapParser) slurm() {
 		p.s.Ancestors = anc
 	}
 	if r, sec := p.body("slurm", '\n'); sec != nil {
-		jobs, contested, err := ParseSlurmJobs(r)
+		jobs, timeouts, contested, err := ParseSlurm(r)
 		p.fail(sec, err)
+		p.s.SlurmTimeouts = timeouts
 		if len(contested) > 0 {
 			p.tampered("slurm", "jobs listed twice", contested)
 		}

@@ -118,3 +118,81 @@ esac
 		}
 	}
 }
+
+// The probe reads Slurm's KillWait and UnkillableStepTimeout from scontrol show config (a
+// real Slurm 22.05's output, recorded from the test harness's cluster: KillWait = 7 sec,
+// UnkillableStepTimeout = 75 sec) and sends them only as digits: a value that is not one
+// (an odd unit, a huge number) is sent as unknown.
+func TestProbeSlurmTimeouts(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: a root-owned slurmstepd stand-in")
+	}
+	_, job := stepdStandIn(t, t.TempDir(), "4242.0", 0)
+	real := slurmRecording(t, "config.txt")
+	for _, tt := range []struct {
+		name, config string
+		kw, us       *time.Duration
+	}{
+		{"recorded", real, dur(7 * time.Second), dur(75 * time.Second)},
+		{"not digits", strings.Replace(strings.Replace(real, "= 7 sec", "= 7x sec", 1), "= 75 sec", "= 1234567890 sec", 1), nil, nil},
+		{"no such lines", "Configuration data as of 2026-12-01T02:36:40\n", nil, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			smi := t.TempDir()
+			writeFakeSMIOne(t, smi, job)
+			if err := os.WriteFile(filepath.Join(smi, "config.txt"), []byte(tt.config), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			scontrol := fmt.Sprintf("#!/bin/sh\ncase \"$1 $2\" in\n\"show config\") cat %q ;;\n*) cat %q; exit 1 ;;\nesac\n",
+				filepath.Join(smi, "config.txt"), abs(t, filepath.Join("testdata", "slurm", "purged.txt")))
+			if err := os.WriteFile(filepath.Join(smi, "scontrol"), []byte(scontrol), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			snap, err := Parse(runProbe(t, smi))
+			if err != nil {
+				t.Logf("parse: %v", err)
+			}
+			to := snap.SlurmTimeouts
+			if !eqDur(to.KillWait, tt.kw) || !eqDur(to.UnkillableStep, tt.us) {
+				t.Errorf("KillWait %v, UnkillableStepTimeout %v; want %v, %v", to.KillWait, to.UnkillableStep, tt.kw, tt.us)
+			}
+			for _, n := range snap.Notes {
+				if strings.Contains(n.Message, "section slurm") {
+					t.Errorf("note: %s", n.Message)
+				}
+			}
+		})
+	}
+}
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+func eqDur(a, b *time.Duration) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+// writeFakeSMIOne writes an nvidia-smi into dir that shows one GPU and pid holding memory on it.
+func writeFakeSMIOne(t *testing.T, dir string, pid int) {
+	t.Helper()
+	script := fmt.Sprintf(`#!/bin/sh
+case "$1" in
+--query-gpu=*)
+echo "index, uuid, name, pci.bus_id, memory.total [MiB], memory.used [MiB], memory.free [MiB], utilization.gpu [%%], compute_mode, driver_version, memory.reserved [MiB], mig.mode.current"
+echo "0, GPU-fake, NVIDIA Fake 80GB, 00000000:01:00.0, 81559, 3000, 78080, 3, Default, 550.54.15, 479, Disabled" ;;
+--query-compute-apps=*)
+echo "pid, gpu_uuid, used_gpu_memory [MiB]"
+echo "%d, GPU-fake, 1500" ;;
+esac
+`, pid)
+	if err := os.WriteFile(filepath.Join(dir, "nvidia-smi"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func abs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

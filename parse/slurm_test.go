@@ -175,14 +175,46 @@ func TestAncestors(t *testing.T) {
 	}
 }
 
+func TestSlurmTimeoutsLine(t *testing.T) {
+	for _, tt := range []struct {
+		body   string
+		kw, us *time.Duration
+		bad    bool
+	}{
+		{"tz +0000\n4 -\ntimeouts 7 75\n", dur(7 * time.Second), dur(75 * time.Second), false},
+		{"tz +0000\n4 -\ntimeouts - 60\n", nil, dur(time.Minute), false},
+		{"tz +0000\n4 -\ntimeouts - -\n", nil, nil, false},
+		{"tz +0000\n4 -\n", nil, nil, false},
+		{"tz +0000\ntimeouts 30x 60\n", nil, nil, true},
+		{"tz +0000\ntimeouts 1234567890 60\n", nil, nil, true},
+		{"tz +0000\ntimeouts 30\n", nil, nil, true},
+		{"tz +0000\ntimeouts 30 60\ntimeouts 1 1\n", nil, nil, true},
+	} {
+		jobs, to, _, err := ParseSlurm(strings.NewReader(tt.body))
+		if !eqDur(to.KillWait, tt.kw) || !eqDur(to.UnkillableStep, tt.us) || (err != nil) != tt.bad {
+			t.Errorf("%q: KillWait %v, UnkillableStepTimeout %v, err %v; want %v, %v, bad %v", tt.body, to.KillWait, to.UnkillableStep, err, tt.kw, tt.us, tt.bad)
+		}
+		if strings.Contains(tt.body, "\n4 -") && len(jobs) != 1 {
+			t.Errorf("%q: jobs %d", tt.body, len(jobs))
+		}
+	}
+}
+
 func FuzzSlurmJobs(f *testing.F) {
 	f.Add([]byte(slurmSection("+0000", "4", 0, slurmRecording(f, "running-gpu0.txt"))))
 	f.Add([]byte(slurmSection("-0530", "6", 0, slurmRecording(f, "two-nodes.txt"))))
 	f.Add([]byte(slurmSection("+0000", "3", 0, slurmRecording(f, "forged-name-running.txt"))))
 	f.Add([]byte("tz +0000\n4 -\n4242 1 " + base64.StdEncoding.EncodeToString([]byte(slurmRecording(f, "purged.txt"))) + "\n"))
+	f.Add([]byte("tz +0000\n4 -\ntimeouts 7 75\n"))
+	f.Add([]byte("tz +0000\ntimeouts - 999999999\ntimeouts 1 x\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		jobs, _, err := ParseSlurmJobs(strings.NewReader(string(b)))
+		jobs, to, _, err := ParseSlurm(strings.NewReader(string(b)))
 		checkErr(t, err)
+		for _, d := range []*time.Duration{to.KillWait, to.UnkillableStep} {
+			if d != nil && (*d < 0 || *d >= 1e9*time.Second) {
+				t.Fatalf("timeout %v", *d)
+			}
+		}
 		if len(jobs) > maxSlurmJobs {
 			t.Fatalf("%d jobs", len(jobs))
 		}

@@ -25,9 +25,10 @@ type Snapshot struct {
 	Units     []Unit
 	// Ancestors are the ancestors of the described processes that have no Slurm cgroup, up
 	// to the first slurmstepd, sorted by PID; SlurmJobs what Slurm said of the jobs the
-	// processes run in.
-	Ancestors []Ancestor
-	SlurmJobs []SlurmJob
+	// processes run in, SlurmTimeouts how long Slurm waits for a job's processes to end.
+	Ancestors     []Ancestor
+	SlurmJobs     []SlurmJob
+	SlurmTimeouts SlurmTimeouts
 	// Notes are the probe's limitations on this host: what it could not see, what was cut.
 	Notes []Note
 	// Sections lists every section of the capture with its exit status and truncation, in

@@ -208,3 +208,33 @@ func TestSlurmUserCgroupsAskNothing(t *testing.T) {
 		t.Errorf("the probe asked Slurm about jobs %v, want only %s", asked, realJob)
 	}
 }
+
+// The probe carries the host's real KillWait and UnkillableStepTimeout (both set away from
+// Slurm's defaults, 30 s and 60 s, in this cluster's slurm.conf) with the jobs it asks about:
+// diagnose judges a COMPLETING job's processes by them.
+func TestSlurmProbeCarriesTimeouts(t *testing.T) {
+	s := newStage(t)
+	c := slurmtest.Start(t, slurmtest.Config{GPUs: 1, Conf: []string{"KillWait=7", "UnkillableStepTimeout=75"}})
+	t.Setenv("SLURM_CONF", c.Conf)
+	s.gpuSet([]int64{81559})
+	_, pid := slurmHolder(t, c, "node1", 1, "echo $$ > PIDFILE; exec sleep 300")
+	s.hold(pid, 0, 30_000)
+	// GPUTRIAGE_RECORD_SLURM_CONFIG=FILE records scontrol show config (parse/testdata/slurm/config.txt).
+	if os.Getenv("GPUTRIAGE_RECORD_SLURM_CONFIG") != "" {
+		out, _ := c.Output("scontrol", "show", "config")
+		_ = os.WriteFile(os.Getenv("GPUTRIAGE_RECORD_SLURM_CONFIG"), []byte(out), 0o644)
+	}
+	dir := t.TempDir()
+	if err := scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: s.gpus, Apps: s.apps}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := parse.Parse(raw)
+	to := snap.SlurmTimeouts
+	if to.KillWait == nil || *to.KillWait != 7*time.Second || to.UnkillableStep == nil || *to.UnkillableStep != 75*time.Second {
+		t.Errorf("the probe carried KillWait %v, UnkillableStepTimeout %v; want 7s and 1m15s", to.KillWait, to.UnkillableStep)
+	}
+}
