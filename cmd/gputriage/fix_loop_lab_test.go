@@ -1,0 +1,76 @@
+//go:build linux
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/fix"
+)
+
+// The README's loop for the seed incident, its three commands exactly as the README shows
+// them, on an 8-GPU host named gpu07: triage finds the leftover, fix stops it and only it,
+// and watch exits 0 once its memory is back and a TP-8 job would start.
+func TestFixReadmeLoop(t *testing.T) {
+	l := newFixLabWith(t, fixLabConfig{host: "gpu07", gpus: 8})
+	loop := readmeLoop(t)
+	if len(loop) != 3 {
+		t.Fatalf("README's loop: %q, want three commands", loop)
+	}
+	// 1. gputriage gpu07: the leftover, and the command that stops it.
+	out, errOut, code := l.gputriage(t, nil, loop[0]...)
+	if code != exitFindings || !strings.Contains(out, fmt.Sprintf("kill %d", l.leftover.PID)) && !strings.Contains(out, fmt.Sprintf("kill -TERM %d", l.leftover.PID)) {
+		t.Fatalf("%q: exit %d, want %d and the leftover's kill\n%s\n%s", loop[0], code, exitFindings, out, errOut)
+	}
+	// Before the fix, a TP-8 job would not start: watch --until ready does not hold yet.
+	if _, _, code := l.gputriage(t, nil, append(loop[2], "--timeout", "3s")...); code == exitOK {
+		t.Fatalf("%q held before the fix", loop[2])
+	}
+	// 2. gputriage fix gpu07 --yes: stops the leftover, not the healthy server.
+	out, errOut, code = l.gputriage(t, nil, loop[1]...)
+	if code != exitOK || !regexp.MustCompile(fmt.Sprintf(`(?m)^gpu07: PID %d sglang\.launch_server: stopped `, l.leftover.PID)).MatchString(out) {
+		t.Fatalf("%q: exit %d, want 0 and the leftover stopped\n%s\n%s", loop[1], code, out, errOut)
+	}
+	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {
+		t.Fatalf("leftover alive %v, healthy alive %v", l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID))
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Target.PID != l.leftover.PID || recs[0].Result.Outcome != fix.Stopped {
+		t.Errorf("audit records %+v", recs)
+	}
+	// 3. gputriage watch gpu07 --until ready --tp 8: holds, exit 0.
+	start := time.Now()
+	out, errOut, code = l.gputriage(t, nil, append(loop[2], "--timeout", "60s")...)
+	if code != exitOK || !strings.Contains(out, "gpu07: holds") {
+		t.Fatalf("%q: exit %d after %s, want 0 and holds\n%s\n%s", loop[2], code, time.Since(start), out, errOut)
+	}
+	t.Logf("%q held after %s:\n%s", loop[2], time.Since(start).Round(time.Millisecond), out)
+}
+
+// readmeLoop is the loop of README.md's "Fixing it: the loop", each command split into its
+// arguments after "gputriage" (no quoting there: a single host).
+func readmeLoop(t *testing.T) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)### Fixing it: the loop\n\n```sh\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README has no loop")
+	}
+	var loop [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		f := strings.Fields(cmd)
+		if len(f) < 2 || f[0] != "gputriage" {
+			t.Fatalf("README loop line %q", line)
+		}
+		loop = append(loop, f[1:])
+	}
+	return loop
+}
