@@ -74,3 +74,32 @@ func readmeLoop(t *testing.T) [][]string {
 	}
 	return loop
 }
+
+// --kill-after D: a leftover that ignores SIGTERM is sent SIGKILL D after it and stops; the
+// result says so, and the audit record shows that SIGKILL was sent.
+func TestFixKillAfter(t *testing.T) {
+	l := newFixLabWith(t, fixLabConfig{host: "gpu-fix", gpus: 2, ignoreTerm: true})
+	start := time.Now()
+	out, errOut, code := l.fix(t, nil, "gpu-fix", "--yes", "--kill-after", "2s")
+	took := time.Since(start)
+	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: PID %d sglang\.launch_server: stopped \(after SIGKILL\) \S+ after the signal;`, l.leftover.PID))
+	if code != exitOK || !stopped.MatchString(out) {
+		t.Fatalf("exit %d, want 0 and stopped after SIGKILL\n%s\n%s", code, out, errOut)
+	}
+	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {
+		t.Fatalf("leftover alive %v, healthy alive %v", l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID))
+	}
+	recs := l.records(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d audit records, want 1: %+v", len(recs), recs)
+	}
+	r := recs[0]
+	if r.Signal != "SIGTERM" || r.KillAfter != "2s" || r.Result.Outcome != fix.Stopped || r.Result.Detail != "sigkill" ||
+		r.Result.Exit == nil || *r.Result.Exit < 2*time.Second {
+		t.Errorf("audit record: %+v, result %+v", r, r.Result)
+	}
+	if !strings.Contains(l.syslog(t), "outcome=stopped detail=sigkill") {
+		t.Errorf("syslog: %q", l.syslog(t))
+	}
+	t.Logf("fix --kill-after 2s took %s:\n%s", took.Round(time.Millisecond), out)
+}
