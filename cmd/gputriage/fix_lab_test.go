@@ -290,8 +290,24 @@ func TestFixNonRootToldAboutSudo(t *testing.T) {
 	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix"); code != exitOK {
 		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
 	}
-	// nobody gets a shell inside the lab host (its own /etc/passwd, bind-mounted in its mount
-	// namespace), and may read the authorized keys.
+	l.nobodyLogin(t)
+	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--apply", plan)
+	want := fmt.Sprintf("gpu-fix: PID %d sglang.launch_server: refused: permission denied: it is another user's process; --sudo would signal it as root", l.leftover.PID)
+	if code != exitFixIncomplete || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want %d and %q\n%s\n%s", code, exitFixIncomplete, want, out, errOut)
+	}
+	if !l.alive(t, l.leftover.PID) {
+		t.Error("the leftover is gone")
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Login != "nobody" || recs[0].Result.Detail != "permission" {
+		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// nobodyLogin lets nobody log in to the lab host: a shell in its own /etc/passwd, bind-mounted
+// in the host's mount namespace, and read access to the authorized keys.
+func (l *fixLab) nobodyLogin(t *testing.T) {
+	t.Helper()
 	passwd := filepath.Join(l.dir, "passwd")
 	b, err := os.ReadFile("/etc/passwd")
 	if err != nil {
@@ -309,17 +325,6 @@ func TestFixNonRootToldAboutSudo(t *testing.T) {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--apply", plan)
-	want := fmt.Sprintf("gpu-fix: PID %d sglang.launch_server: refused: permission denied: it is another user's process; --sudo would signal it as root", l.leftover.PID)
-	if code != exitFixIncomplete || !strings.Contains(out, want) {
-		t.Errorf("exit %d, want %d and %q\n%s\n%s", code, exitFixIncomplete, want, out, errOut)
-	}
-	if !l.alive(t, l.leftover.PID) {
-		t.Error("the leftover is gone")
-	}
-	if recs := l.records(t); len(recs) != 1 || recs[0].Login != "nobody" || recs[0].Result.Detail != "permission" {
-		t.Errorf("audit records %+v", recs)
 	}
 }
 

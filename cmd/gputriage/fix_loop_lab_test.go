@@ -5,6 +5,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -102,4 +104,39 @@ func TestFixKillAfter(t *testing.T) {
 		t.Errorf("syslog: %q", l.syslog(t))
 	}
 	t.Logf("fix --kill-after 2s took %s:\n%s", took.Round(time.Millisecond), out)
+}
+
+// --sudo: a login that is not root but may sudo (a sudoers of the lab host's own, bind-mounted
+// in its mount namespace) stops root's leftover with --sudo, and only it.
+func TestFixSudoNonRoot(t *testing.T) {
+	if _, err := exec.LookPath("sudo"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("sudo is not installed: .ci/run must install it")
+		}
+		t.Skip("sudo not installed")
+	}
+	l := newFixLab(t)
+	l.nobodyLogin(t)
+	sudoers := filepath.Join(l.dir, "sudoers")
+	conf := "Defaults env_reset\nDefaults secure_path=\"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"\n" +
+		"root ALL=(ALL:ALL) ALL\nnobody ALL=(ALL:ALL) NOPASSWD: ALL\n"
+	if err := os.WriteFile(sudoers, []byte(conf), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	args := append(l.sshd.Enter(t), "mount", "--bind", sudoers, "/etc/sudoers")
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Skipf("cannot give nobody sudo in the lab: %v %s", err, out)
+	}
+	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--sudo", "gpu-fix")
+	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: PID %d sglang\.launch_server: stopped `, l.leftover.PID))
+	if code != exitOK || !stopped.MatchString(out) {
+		t.Fatalf("exit %d, want 0 and the leftover stopped\n%s\n%s", code, out, errOut)
+	}
+	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {
+		t.Fatalf("leftover alive %v, healthy alive %v", l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID))
+	}
+	recs := l.records(t)
+	if len(recs) != 1 || recs[0].Login != "nobody" || !recs[0].Sudo || recs[0].Target.UID != 0 || recs[0].Result.Outcome != fix.Stopped {
+		t.Errorf("audit records %+v", recs)
+	}
 }
