@@ -43,6 +43,7 @@ type fixLabConfig struct {
 	host       string
 	gpus       int
 	ignoreTerm bool
+	second     bool // 127.0.0.178:2378 instead of 127.0.0.177:2377, for a fleet of two
 }
 
 func newFixLabWith(t *testing.T, c fixLabConfig) *fixLab {
@@ -50,7 +51,11 @@ func newFixLabWith(t *testing.T, c fixLabConfig) *fixLab {
 	l := &fixLab{dir: t.TempDir()}
 	l.state = filepath.Join(l.dir, "state")
 	key, pub := sshdtest.UserKey(t, l.dir, "ed25519")
-	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: c.host, Addr: "127.0.0.177", Port: 2377,
+	addr, port := "127.0.0.177", 2377
+	if c.second {
+		addr, port = "127.0.0.178", 2378
+	}
+	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: c.host, Addr: addr, Port: port,
 		AuthorizedKeys: []string{pub}, SMI: cleanSMI(c.gpus)})
 	enter := l.sshd.Enter(t)
 	start := func(s scenario.Server) *scenario.Proc {

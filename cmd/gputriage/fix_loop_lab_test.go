@@ -3,6 +3,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -138,5 +140,90 @@ func TestFixSudoNonRoot(t *testing.T) {
 	recs := l.records(t)
 	if len(recs) != 1 || recs[0].Login != "nobody" || !recs[0].Sudo || recs[0].Target.UID != 0 || recs[0].Result.Outcome != fix.Stopped {
 		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// A fleet is confirmed at a terminal by typing its number of hosts: a wrong count applies
+// nothing, the right one stops the leftover on each host.
+func TestFixFleetConfirmation(t *testing.T) {
+	a := newFixLabWith(t, fixLabConfig{host: "gpu-a", gpus: 2})
+	b := newFixLabWith(t, fixLabConfig{host: "gpu-b", gpus: 2, second: true})
+	var conf []byte
+	for _, l := range []*fixLab{a, b} {
+		c, err := os.ReadFile(l.config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conf = append(conf, c...)
+	}
+	a.config = filepath.Join(a.dir, "fleet_config")
+	if err := os.WriteFile(a.config, conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		answer string
+		code   int
+		alive  bool
+	}{{"1", exitFixIncomplete, true}, {"gpu-a", exitFixIncomplete, true}, {"2", exitOK, false}} {
+		t.Run(c.answer, func(t *testing.T) {
+			code, out := a.confirmAtPTY(t, "type 2 (the number of hosts): ", c.answer, "fix", "-F", a.config, "gpu-a", "gpu-b")
+			if code != c.code || a.alive(t, a.leftover.PID) != c.alive || b.alive(t, b.leftover.PID) != c.alive {
+				t.Errorf("answer %q: exit %d, leftovers alive %v %v; want %d, %v\n%s", c.answer, code,
+					a.alive(t, a.leftover.PID), b.alive(t, b.leftover.PID), c.code, c.alive, out)
+			}
+			if !a.alive(t, a.healthy.PID) || !b.alive(t, b.healthy.PID) {
+				t.Error("a healthy server was stopped")
+			}
+		})
+	}
+	if recs := a.records(t); len(recs) != 2 || recs[0].Host == recs[1].Host {
+		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// confirmAtPTY runs gputriage args with standard input a terminal, waits for prompt on
+// standard error, checks nothing was signalled before it, types answer, and returns the exit
+// status and standard output.
+func (l *fixLab) confirmAtPTY(t *testing.T, prompt, answer string, args ...string) (int, string) {
+	t.Helper()
+	ptm, pts := openPTY(t)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errR.Close()
+	var out bytes.Buffer
+	getenv := func(k string) string {
+		if k == "XDG_STATE_HOME" {
+			return l.state
+		}
+		return ""
+	}
+	done := make(chan int, 1)
+	go func() {
+		defer errW.Close()
+		done <- run(context.Background(), args, pts, &out, errW, getenv, isTerminal)
+	}()
+	seen := make([]byte, 0, 256)
+	buf := make([]byte, 256)
+	for !bytes.Contains(seen, []byte(prompt)) {
+		n, err := errR.Read(buf)
+		if err != nil {
+			t.Fatalf("no prompt %q: %q (%v)", prompt, seen, err)
+		}
+		seen = append(seen, buf[:n]...)
+	}
+	if !l.alive(t, l.leftover.PID) {
+		t.Fatal("signalled before the answer")
+	}
+	if _, err := ptm.Write([]byte(answer + "\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		return code, out.String()
+	case <-time.After(60 * time.Second):
+		t.Fatal("fix did not finish")
+		return -1, ""
 	}
 }
