@@ -33,12 +33,30 @@ type fixLab struct {
 }
 
 func newFixLab(t *testing.T) *fixLab {
+	return newFixLabWith(t, fixLabConfig{host: "gpu-fix", gpus: 2})
+}
+
+// fixLabConfig varies the lab: the host's name (its ssh_config alias), its number of GPUs
+// (the healthy server holds GPU 1 with 30,000 MiB when there are 2, with 1,000 MiB when
+// more), and a leftover that ignores SIGTERM.
+type fixLabConfig struct {
+	host       string
+	gpus       int
+	ignoreTerm bool
+	second     bool // 127.0.0.178:2378 instead of 127.0.0.177:2377, for a fleet of two
+}
+
+func newFixLabWith(t *testing.T, c fixLabConfig) *fixLab {
 	sshdtest.SSHDPath(t)
 	l := &fixLab{dir: t.TempDir()}
 	l.state = filepath.Join(l.dir, "state")
 	key, pub := sshdtest.UserKey(t, l.dir, "ed25519")
-	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: "gpu-fix", Addr: "127.0.0.177", Port: 2377,
-		AuthorizedKeys: []string{pub}, SMI: cleanSMI(2)})
+	addr, port := "127.0.0.177", 2377
+	if c.second {
+		addr, port = "127.0.0.178", 2378
+	}
+	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: c.host, Addr: addr, Port: port,
+		AuthorizedKeys: []string{pub}, SMI: cleanSMI(c.gpus)})
 	enter := l.sshd.Enter(t)
 	start := func(s scenario.Server) *scenario.Proc {
 		s.Enter = enter
@@ -50,13 +68,17 @@ func newFixLab(t *testing.T) *fixLab {
 		return p
 	}
 	l.leftover = start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", "/dev/shm/Qwen3.6-27B", "--tp", "1"},
-		ShmDir: "/dev/shm/Qwen3.6-27B", ShmFiles: 4, ShmBytes: 2 << 20, Delete: true, Orphan: true})
+		ShmDir: "/dev/shm/Qwen3.6-27B", ShmFiles: 4, ShmBytes: 2 << 20, Delete: true, Orphan: true, IgnoreTerm: c.ignoreTerm})
 	l.healthy = start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", "/dev/shm/Llama-3-8B", "--tp", "1"},
 		ShmDir: "/dev/shm/Llama-3-8B", ShmFiles: 2, ShmBytes: 1 << 20})
-	smi := cleanSMI(2)
-	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, 30009
+	smi := cleanSMI(c.gpus)
+	healthyMiB := int64(30000)
+	if c.gpus > 2 {
+		healthyMiB = 1000
+	}
+	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, healthyMiB+9
 	smi.Apps = []scenario.App{{PID: l.leftover.PID, GPUUUID: smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
-		{PID: l.healthy.PID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: 30000, Name: "python3"}}
+		{PID: l.healthy.PID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: healthyMiB, Name: "python3"}}
 	smi.Dynamic, smi.ReleaseDelay = true, time.Second
 	bin := l.sshd.SMIDir()
 	if err := scenario.WriteFakeSMI(bin, *smi); err != nil {
@@ -71,8 +93,8 @@ func newFixLab(t *testing.T) *fixLab {
 		t.Fatal(err)
 	}
 	l.config = filepath.Join(l.dir, "ssh_config")
-	cfg := fmt.Sprintf("Host gpu-fix\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
-		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", l.sshd.Addr, l.sshd.Port, key, known)
+	cfg := fmt.Sprintf("Host %s\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
+		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", c.host, l.sshd.Addr, l.sshd.Port, key, known)
 	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +103,13 @@ func newFixLab(t *testing.T) *fixLab {
 
 // fix runs gputriage with stdin (nil: empty, not a terminal) and XDG_STATE_HOME in the lab.
 func (l *fixLab) fix(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return l.gputriage(t, stdin, append([]string{"fix"}, args...)...)
+}
+
+// gputriage runs any gputriage command line in the lab (its ssh_config and a 30 s --timeout
+// go in front of args after the subcommand, if any).
+func (l *fixLab) gputriage(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	if stdin == nil {
 		stdin = strings.NewReader("")
@@ -92,7 +121,12 @@ func (l *fixLab) fix(t *testing.T, stdin io.Reader, args ...string) (stdout, std
 		}
 		return ""
 	}
-	args = append([]string{"fix", "-F", l.config, "--timeout", "30s"}, args...)
+	lab := []string{"-F", l.config, "--timeout", "30s"}
+	if len(args) > 0 && (args[0] == "fix" || args[0] == "watch") {
+		lab = append([]string{args[0]}, lab...)
+		args = args[1:]
+	}
+	args = append(lab, args...)
 	code = run(context.Background(), args, stdin, &out, &errb, getenv, func(io.Writer) (bool, int) { return false, 0 })
 	return out.String(), errb.String(), code
 }
@@ -261,8 +295,24 @@ func TestFixNonRootToldAboutSudo(t *testing.T) {
 	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix"); code != exitOK {
 		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
 	}
-	// nobody gets a shell inside the lab host (its own /etc/passwd, bind-mounted in its mount
-	// namespace), and may read the authorized keys.
+	l.nobodyLogin(t)
+	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--apply", plan)
+	want := fmt.Sprintf("gpu-fix: PID %d sglang.launch_server: refused: permission denied: it is another user's process; --sudo would signal it as root", l.leftover.PID)
+	if code != exitFixIncomplete || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want %d and %q\n%s\n%s", code, exitFixIncomplete, want, out, errOut)
+	}
+	if !l.alive(t, l.leftover.PID) {
+		t.Error("the leftover is gone")
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Login != "nobody" || recs[0].Result.Detail != "permission" {
+		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// nobodyLogin lets nobody log in to the lab host: a shell in its own /etc/passwd, bind-mounted
+// in the host's mount namespace, and read access to the authorized keys.
+func (l *fixLab) nobodyLogin(t *testing.T) {
+	t.Helper()
 	passwd := filepath.Join(l.dir, "passwd")
 	b, err := os.ReadFile("/etc/passwd")
 	if err != nil {
@@ -280,17 +330,6 @@ func TestFixNonRootToldAboutSudo(t *testing.T) {
 		if err := os.Chmod(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-	}
-	out, errOut, code := l.fix(t, nil, "--yes", "-l", "nobody", "--apply", plan)
-	want := fmt.Sprintf("gpu-fix: PID %d sglang.launch_server: refused: permission denied: it is another user's process; --sudo would signal it as root", l.leftover.PID)
-	if code != exitFixIncomplete || !strings.Contains(out, want) {
-		t.Errorf("exit %d, want %d and %q\n%s\n%s", code, exitFixIncomplete, want, out, errOut)
-	}
-	if !l.alive(t, l.leftover.PID) {
-		t.Error("the leftover is gone")
-	}
-	if recs := l.records(t); len(recs) != 1 || recs[0].Login != "nobody" || recs[0].Result.Detail != "permission" {
-		t.Errorf("audit records %+v", recs)
 	}
 }
 

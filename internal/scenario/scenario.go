@@ -207,6 +207,9 @@ type Server struct {
 	// Zombie makes the server fork a child that exits at once and is never reaped: Proc.Zombie
 	// is its PID, a zombie (state Z) until the server exits.
 	Zombie bool
+	// IgnoreTerm makes the server ignore SIGTERM (signal.SIG_IGN), as a server stuck in its
+	// shutdown does: only SIGKILL ends it.
+	IgnoreTerm bool
 	// Cgroup, when set, is a cgroup v2 directory (see MakeCgroup) the server starts in, so
 	// /proc/PID/cgroup names the unit that directory's path ends in.
 	Cgroup string
@@ -308,6 +311,9 @@ func start(s Server) (*Proc, error) {
 	}
 	if s.Zombie {
 		cmd.Env = append(cmd.Env, "GT_ZOMBIE=1")
+	}
+	if s.IgnoreTerm {
+		cmd.Env = append(cmd.Env, "GT_IGNORE_TERM=1")
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, p.cleanup(err)

@@ -10,6 +10,7 @@
 #   GT_DELETE      "1": rm -rf GT_SHM_DIR after mapping, as the operator did
 #   GT_CHILDREN    number of spawned worker processes (multiprocessing "spawn", like TP ranks)
 #   GT_ZOMBIE      "1": fork a child that exits at once and is never reaped (a zombie)
+#   GT_IGNORE_TERM "1": ignore SIGTERM (signal.SIG_IGN); only SIGKILL ends the server
 #   GT_READY       file to create once everything is in place: the server's PID, then the
 #                  zombie's PID when there is one
 import mmap
@@ -66,7 +67,10 @@ def main():
             k.terminate()
         sys.exit(0)
 
-    signal.signal(signal.SIGTERM, stop)
+    if os.environ.get("GT_IGNORE_TERM") == "1":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGTERM, stop)
     while True:
         time.sleep(3600)
 
