@@ -122,8 +122,35 @@ func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if ok, err := f.confirm(*plan, e); err != nil || !ok {
 		return exitFixIncomplete, err
 	}
+	if f.apply != "" {
+		f.baselines(ctx, &o, *plan, e)
+	}
 	code := f.applyPlan(ctx, &o, *plan, e)
 	return failedCode(failed, code), nil
+}
+
+// baselines probes a reviewed plan's hosts once more, just before it is applied, so that watch
+// has a first round to see each stopped target's memory come back against. A host this probe
+// misses is applied all the same, and not watched.
+func (f *fixOptions) baselines(ctx context.Context, o *options, p fix.Plan, e *env) {
+	var mu sync.Mutex
+	f.bases = map[string]baseline{}
+	see := func(h *report.Host) {
+		if h.Err == nil && h.Snapshot != nil {
+			mu.Lock()
+			f.bases[h.Name] = baseline{snap: h.Snapshot, result: h.Result}
+			mu.Unlock()
+		}
+	}
+	var names []string
+	for _, hp := range p.Hosts {
+		if len(hp.Targets) > 0 {
+			names = append(names, hp.Host)
+		}
+	}
+	if len(names) > 0 {
+		o.remote(ctx, names, triager{see: see}, e)
+	}
 }
 
 func failedCode(failed bool, code int) int {
@@ -298,7 +325,7 @@ type hostRun struct {
 	results []fix.Result
 	err     error
 	// released: watch saw the memory of every stopped target come back (false when it did
-	// not, or did not watch: --apply has no first round to compare with).
+	// not, or did not watch: a host the probe before acting missed).
 	released bool
 }
 

@@ -388,3 +388,27 @@ func TestFixTypedConfirmation(t *testing.T) {
 		})
 	}
 }
+
+// A reviewed plan applied later is watched as well: fix probes the host once more right before
+// it acts, and reports the stopped leftover's memory coming back.
+func TestFixApplyWatches(t *testing.T) {
+	l := newFixLab(t)
+	plan := filepath.Join(l.dir, "plan.json")
+	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix"); code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code := l.fix(t, nil, "--yes", "--apply", plan)
+	if code != exitOK {
+		t.Fatalf("--apply: exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	released := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: GPU 0: 55,286 MiB released \S+ s after PID %d was gone`, l.leftover.PID))
+	if !released.MatchString(out) {
+		t.Errorf("--apply does not report the release:\n%s", out)
+	}
+	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {
+		t.Errorf("leftover alive %v, healthy alive %v", l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID))
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Result.Outcome != fix.Stopped || recs[0].Result.Release == nil {
+		t.Errorf("audit records %+v", recs)
+	}
+}
