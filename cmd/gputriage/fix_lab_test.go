@@ -412,3 +412,70 @@ func TestFixApplyWatches(t *testing.T) {
 		t.Errorf("audit records %+v", recs)
 	}
 }
+
+// Without --kill-after, at a terminal, fix asks before it sends SIGKILL to a target that
+// outlived SIGTERM, and sends it only when the operator types the number of such targets.
+func TestFixAsksBeforeSIGKILL(t *testing.T) {
+	for _, c := range []struct {
+		answer string
+		code   int
+		alive  bool
+	}{{"no", exitFixIncomplete, true}, {"1", exitOK, false}} {
+		t.Run(c.answer, func(t *testing.T) {
+			l := newFixLabWith(t, fixLabConfig{host: "gpu-fix", gpus: 2, ignoreTerm: true})
+			ptm, pts := openPTY(t)
+			errR, errW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer errR.Close()
+			var out bytes.Buffer
+			getenv := func(k string) string {
+				if k == "XDG_STATE_HOME" {
+					return l.state
+				}
+				return ""
+			}
+			done := make(chan int, 1)
+			go func() {
+				defer errW.Close()
+				done <- run(context.Background(), []string{"fix", "-F", l.config, "--wait", "3s", "gpu-fix"}, pts, &out, errW, getenv, isTerminal)
+			}()
+			readUntil(t, errR, "type the host name gpu-fix: ")
+			if _, err := ptm.Write([]byte("gpu-fix\n")); err != nil {
+				t.Fatal(err)
+			}
+			readUntil(t, errR, "1 target(s) still run after SIGTERM. Send SIGKILL (identities checked again)? Type 1: ")
+			if !l.alive(t, l.leftover.PID) {
+				t.Fatal("the leftover that ignores SIGTERM is gone before the question was answered")
+			}
+			if _, err := ptm.Write([]byte(c.answer + "\n")); err != nil {
+				t.Fatal(err)
+			}
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(60 * time.Second):
+				t.Fatal("fix did not finish")
+			}
+			if code != c.code || l.alive(t, l.leftover.PID) != c.alive || !l.alive(t, l.healthy.PID) {
+				t.Errorf("answer %q: exit %d, leftover alive %v, healthy alive %v; want %d, %v, true\n%s",
+					c.answer, code, l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID), c.code, c.alive, out.String())
+			}
+		})
+	}
+}
+
+// readUntil reads r until what it has read contains want.
+func readUntil(t *testing.T, r io.Reader, want string) {
+	t.Helper()
+	got := make([]byte, 0, 256)
+	buf := make([]byte, 256)
+	for !bytes.Contains(got, []byte(want)) {
+		n, err := r.Read(buf)
+		if err != nil {
+			t.Fatalf("no %q in %q (%v)", want, got, err)
+		}
+		got = append(got, buf[:n]...)
+	}
+}
