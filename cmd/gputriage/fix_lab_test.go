@@ -343,47 +343,9 @@ func TestFixTypedConfirmation(t *testing.T) {
 		alive  bool
 	}{{"gpu-fox", exitFixIncomplete, true}, {"gpu-fix", exitOK, false}} {
 		t.Run(c.answer, func(t *testing.T) {
-			ptm, pts := openPTY(t)
-			errR, errW, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer errR.Close()
-			var out bytes.Buffer
-			getenv := func(k string) string {
-				if k == "XDG_STATE_HOME" {
-					return l.state
-				}
-				return ""
-			}
-			done := make(chan int, 1)
-			go func() {
-				defer errW.Close()
-				done <- run(context.Background(), []string{"fix", "-F", l.config, "gpu-fix"}, pts, &out, errW, getenv, isTerminal)
-			}()
-			prompt := make([]byte, 0, 256)
-			buf := make([]byte, 256)
-			for !bytes.Contains(prompt, []byte("type the host name gpu-fix: ")) {
-				n, err := errR.Read(buf)
-				if err != nil {
-					t.Fatalf("no prompt: %q (%v)", prompt, err)
-				}
-				prompt = append(prompt, buf[:n]...)
-			}
-			if l.alive(t, l.leftover.PID) != true {
-				t.Fatal("signalled before the answer")
-			}
-			if _, err := ptm.Write([]byte(c.answer + "\n")); err != nil {
-				t.Fatal(err)
-			}
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("fix did not finish")
-			}
+			code, out := l.confirmAtPTY(t, "type the host name gpu-fix: ", c.answer, "fix", "-F", l.config, "gpu-fix")
 			if code != c.code || l.alive(t, l.leftover.PID) != c.alive {
-				t.Errorf("answer %q: exit %d, leftover alive %v; want %d, %v\n%s", c.answer, code, l.alive(t, l.leftover.PID), c.code, c.alive, out.String())
+				t.Errorf("answer %q: exit %d, leftover alive %v; want %d, %v\n%s", c.answer, code, l.alive(t, l.leftover.PID), c.code, c.alive, out)
 			}
 		})
 	}
@@ -423,44 +385,13 @@ func TestFixAsksBeforeSIGKILL(t *testing.T) {
 	}{{"no", exitFixIncomplete, true}, {"1", exitOK, false}} {
 		t.Run(c.answer, func(t *testing.T) {
 			l := newFixLabWith(t, fixLabConfig{host: "gpu-fix", gpus: 2, ignoreTerm: true})
-			ptm, pts := openPTY(t)
-			errR, errW, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer errR.Close()
-			var out bytes.Buffer
-			getenv := func(k string) string {
-				if k == "XDG_STATE_HOME" {
-					return l.state
-				}
-				return ""
-			}
-			done := make(chan int, 1)
-			go func() {
-				defer errW.Close()
-				done <- run(context.Background(), []string{"fix", "-F", l.config, "--wait", "3s", "gpu-fix"}, pts, &out, errW, getenv, isTerminal)
-			}()
-			readUntil(t, errR, "type the host name gpu-fix: ")
-			if _, err := ptm.Write([]byte("gpu-fix\n")); err != nil {
-				t.Fatal(err)
-			}
-			readUntil(t, errR, "1 target(s) still run after SIGTERM. Send SIGKILL (identities checked again)? Type 1: ")
-			if !l.alive(t, l.leftover.PID) {
-				t.Fatal("the leftover that ignores SIGTERM is gone before the question was answered")
-			}
-			if _, err := ptm.Write([]byte(c.answer + "\n")); err != nil {
-				t.Fatal(err)
-			}
-			var code int
-			select {
-			case code = <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("fix did not finish")
-			}
+			code, out := l.atPTY(t, []exchange{
+				{"type the host name gpu-fix: ", "gpu-fix"},
+				{"1 target(s) still run after SIGTERM. Send SIGKILL (identities checked again)? Type 1: ", c.answer},
+			}, "fix", "-F", l.config, "--wait", "3s", "gpu-fix")
 			if code != c.code || l.alive(t, l.leftover.PID) != c.alive || !l.alive(t, l.healthy.PID) {
 				t.Errorf("answer %q: exit %d, leftover alive %v, healthy alive %v; want %d, %v, true\n%s",
-					c.answer, code, l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID), c.code, c.alive, out.String())
+					c.answer, code, l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID), c.code, c.alive, out)
 			}
 		})
 	}

@@ -186,6 +186,17 @@ func TestFixFleetConfirmation(t *testing.T) {
 // status and standard output.
 func (l *fixLab) confirmAtPTY(t *testing.T, prompt, answer string, args ...string) (int, string) {
 	t.Helper()
+	return l.atPTY(t, []exchange{{prompt, answer}}, args...)
+}
+
+// exchange is one prompt gputriage prints on standard error, and the answer typed to it.
+type exchange struct{ prompt, answer string }
+
+// atPTY runs gputriage args with standard input a terminal and, for each exchange in turn,
+// waits for its prompt, checks the leftover is still there, and types its answer. It returns
+// the exit status and standard output.
+func (l *fixLab) atPTY(t *testing.T, talk []exchange, args ...string) (int, string) {
+	t.Helper()
 	ptm, pts := openPTY(t)
 	errR, errW, err := os.Pipe()
 	if err != nil {
@@ -204,20 +215,14 @@ func (l *fixLab) confirmAtPTY(t *testing.T, prompt, answer string, args ...strin
 		defer errW.Close()
 		done <- run(context.Background(), args, pts, &out, errW, getenv, isTerminal)
 	}()
-	seen := make([]byte, 0, 256)
-	buf := make([]byte, 256)
-	for !bytes.Contains(seen, []byte(prompt)) {
-		n, err := errR.Read(buf)
-		if err != nil {
-			t.Fatalf("no prompt %q: %q (%v)", prompt, seen, err)
+	for _, x := range talk {
+		readUntil(t, errR, x.prompt)
+		if !l.alive(t, l.leftover.PID) {
+			t.Fatalf("signalled before the answer to %q", x.prompt)
 		}
-		seen = append(seen, buf[:n]...)
-	}
-	if !l.alive(t, l.leftover.PID) {
-		t.Fatal("signalled before the answer")
-	}
-	if _, err := ptm.Write([]byte(answer + "\n")); err != nil {
-		t.Fatal(err)
+		if _, err := ptm.Write([]byte(x.answer + "\n")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	select {
 	case code := <-done:
