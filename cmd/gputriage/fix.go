@@ -422,16 +422,15 @@ func (f *fixOptions) runHost(ctx context.Context, o *options, planID string, hp 
 		r.err = err
 		return r
 	}
-	ag, closer, _ := sshexec.AgentFromEnv(e.getenv)
+	sopt, closer, err := o.ssh.sessions(o.timeout+f.wait, e)
+	if err != nil {
+		r.err = err
+		return r
+	}
 	if closer != nil {
 		defer closer.Close()
 	}
-	sopt := sshexec.Options{Command: probeCommand(o.ssh.sudo), Stdin: in, MaxOutput: 1 << 20,
-		Timeout: o.timeout + f.wait, ConnectTimeout: o.ssh.connectTimeout, AcceptNew: o.ssh.acceptNew,
-		Shell: e.getenv("SHELL"), Fanout: 1}
-	if ag != nil {
-		sopt.Agent = ag
-	}
+	sopt.Command, sopt.Stdin, sopt.MaxOutput, sopt.Fanout = probeCommand(o.ssh.sudo), in, 1<<20, 1
 	res := sshexec.Run(ctx, []sshexec.Target{target}, sopt)[0]
 	if res.Err != nil && res.Err.Kind != sshexec.KindExit {
 		r.err = res.Err

@@ -41,17 +41,11 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 	if err != nil {
 		return []string{fmt.Sprintf("%s: not watched: %v", report.Sanitize(r.hp.Host), err)}, false
 	}
-	nonce := newNonce()
-	sopt := sshexec.Options{Command: probeCommand(o.ssh.sudo), Stdin: parse.ProbeInput(nonce, smiSeconds(o.timeout)),
-		MaxOutput: maxCaptureBytes, Timeout: o.timeout, ConnectTimeout: o.ssh.connectTimeout, AcceptNew: o.ssh.acceptNew,
-		Head: headCheck(nonce), Shell: e.getenv("SHELL")}
-	ag, closer, _ := sshexec.AgentFromEnv(e.getenv)
-	if closer != nil {
-		defer closer.Close()
+	sopt, _, closeAgent, err := o.ssh.options(o.timeout, e)
+	if err != nil {
+		return []string{fmt.Sprintf("%s: not watched: %v", report.Sanitize(r.hp.Host), err)}, false
 	}
-	if ag != nil {
-		sopt.Agent = ag
-	}
+	defer closeAgent()
 	pool := sshexec.NewPool([]sshexec.Target{target}, sopt)
 	defer pool.Close()
 	wh := watch.NewHost(watch.Config{})
