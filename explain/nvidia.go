@@ -329,13 +329,79 @@ type xidStat struct {
 	firstAt int
 }
 
+// xidLine reads what follows "NVRM: Xid ": an optional "(PCI:BUS)", then the Xid number and
+// the rest of the line, which is empty or starts with a comma.
+func xidLine(s string) (bus string, num int, rest string, ok bool) {
+	if strings.HasPrefix(s, "(") {
+		k := strings.IndexByte(clip(s, 64), ')')
+		if k < 0 {
+			return "", 0, "", false
+		}
+		bus = strings.TrimPrefix(s[1:k], "PCI:")
+		s = s[k+1:]
+	}
+	num, rest, ok = leadingInt(strings.TrimLeft(s, ": "))
+	if !ok || (rest != "" && rest[0] != ',') {
+		return "", 0, "", false
+	}
+	return bus, num, rest, true
+}
+
+// addFields takes the "pid=N, name=X, " fields that lead an Xid line's text, then keeps the
+// text of the first line of this Xid.
+func (st *xidStat) addFields(text string) {
+	for _, key := range []string{"pid=", "name="} {
+		if strings.HasPrefix(text, key) {
+			v, r := text[len(key):], ""
+			if k := strings.Index(v, ", "); k >= 0 {
+				v, r = v[:k], v[k+2:]
+			}
+			if key == "name=" && len(st.names) < 8 && !slices.Contains(st.names, v) {
+				st.names = append(st.names, quote(clip(v, 64)))
+			}
+			if pid, rest, ok := leadingInt(v); key == "pid=" && ok && rest == "" && len(st.pids) < 8 && !slices.Contains(st.pids, pid) {
+				st.pids = append(st.pids, pid)
+			}
+			text = r
+		}
+	}
+	if st.text == "" {
+		st.text = quote(clip(text, 240))
+	}
+}
+
+// words says one Xid for people, and whether its meaning is known.
+func (st *xidStat) words() (string, bool) {
+	p := fmt.Sprintf("Xid %d (%d×", st.num, st.count)
+	if len(st.buses) > 0 {
+		p += " on " + strings.Join(st.buses, ", ")
+	}
+	if len(st.names) > 0 {
+		p += ", by " + strings.Join(st.names, ", ")
+	}
+	if len(st.pids) > 0 {
+		p += ", PID " + strings.Trim(fmt.Sprint(st.pids), "[]")
+	}
+	p += ")"
+	m, known := xidMeanings[st.num]
+	if known {
+		p += ": " + m + " (NVIDIA)"
+	}
+	if st.text != "" {
+		p += "; the driver says: \"" + st.text + "\""
+	}
+	return p, known
+}
+
 // explainXid recognizes NVRM Xid lines from the kernel log:
 //
 //	NVRM: Xid (PCI:0000:9b:00): 119, pid=2024380, name=nvidia-smi, Timeout after 6s of waiting ...
 //	NVRM: Xid (0000:01:00): 3, C 00000005 SC 00000007 ...
-func explainXid(d *doc) []found {
+//
+// scanXid gathers the Xid lines of d, per Xid number in the order they first appear, with the
+// lines that quote them.
+func scanXid(d *doc) (all []*xidStat, lines lineSet) {
 	stats := map[int]*xidStat{}
-	var lines lineSet
 	total := 0
 	for i, l := range d.lines {
 		j := strings.Index(l, "NVRM: Xid ")
@@ -345,19 +411,8 @@ func explainXid(d *doc) []found {
 			}
 			continue
 		}
-		s := l[j+len("NVRM: Xid "):]
-		bus := ""
-		if strings.HasPrefix(s, "(") {
-			k := strings.IndexByte(clip(s, 64), ')')
-			if k < 0 {
-				continue
-			}
-			bus = strings.TrimPrefix(s[1:k], "PCI:")
-			s = s[k+1:]
-		}
-		s = strings.TrimLeft(s, ": ")
-		num, rest, ok := leadingInt(s)
-		if !ok || (rest != "" && rest[0] != ',') {
+		bus, num, rest, ok := xidLine(l[j+len("NVRM: Xid "):])
+		if !ok {
 			continue
 		}
 		st := stats[num]
@@ -374,34 +429,21 @@ func explainXid(d *doc) []found {
 		if bus != "" && len(st.buses) < 8 && !slices.Contains(st.buses, bus) {
 			st.buses = append(st.buses, quote(bus))
 		}
-		text := strings.TrimLeft(rest, ", ")
-		for _, key := range []string{"pid=", "name="} {
-			if strings.HasPrefix(text, key) {
-				v, r := text[len(key):], ""
-				if k := strings.Index(v, ", "); k >= 0 {
-					v, r = v[:k], v[k+2:]
-				}
-				if key == "name=" && len(st.names) < 8 && !slices.Contains(st.names, v) {
-					st.names = append(st.names, quote(clip(v, 64)))
-				}
-				if pid, rest, ok := leadingInt(v); key == "pid=" && ok && rest == "" && len(st.pids) < 8 && !slices.Contains(st.pids, pid) {
-					st.pids = append(st.pids, pid)
-				}
-				text = r
-			}
-		}
-		if st.text == "" {
-			st.text = quote(clip(text, 240))
-		}
+		st.addFields(strings.TrimLeft(rest, ", "))
 	}
-	if total == 0 {
-		return nil
-	}
-	all := make([]*xidStat, 0, len(stats))
+	all = make([]*xidStat, 0, len(stats))
 	for _, st := range stats {
 		all = append(all, st)
 	}
 	slices.SortFunc(all, func(a, b *xidStat) int { return cmp.Compare(a.firstAt, b.firstAt) })
+	return all, lines
+}
+
+func explainXid(d *doc) []found {
+	all, lines := scanXid(d)
+	if len(all) == 0 {
+		return nil
+	}
 
 	ex := Explanation{
 		Family:    FamilyXid,
@@ -413,25 +455,8 @@ func explainXid(d *doc) []found {
 	var buses []string
 	unknown := false
 	for _, st := range all {
-		p := fmt.Sprintf("Xid %d (%d×", st.num, st.count)
-		if len(st.buses) > 0 {
-			p += " on " + strings.Join(st.buses, ", ")
-		}
-		if len(st.names) > 0 {
-			p += ", by " + strings.Join(st.names, ", ")
-		}
-		if len(st.pids) > 0 {
-			p += ", PID " + strings.Trim(fmt.Sprint(st.pids), "[]")
-		}
-		p += ")"
-		if m, ok := xidMeanings[st.num]; ok {
-			p += ": " + m + " (NVIDIA)"
-		} else {
-			unknown = true
-		}
-		if st.text != "" {
-			p += "; the driver says: \"" + st.text + "\""
-		}
+		p, known := st.words()
+		unknown = unknown || !known
 		parts = append(parts, p)
 		ex.Numbers = append(ex.Numbers, Number{Name: "xid_" + strconv.Itoa(st.num), Value: float64(st.count), Unit: "count"})
 		for _, pid := range st.pids {
