@@ -285,28 +285,53 @@ func torchExplanation(o torchOOM) Explanation {
 	fmt.Fprintf(&m, "PyTorch asked the CUDA driver for %s more on %s (%s in all) and only %s was free. ",
 		size(o.requested), gpu, gib(o.total), size(o.free))
 
-	// What PyTorch itself holds in this process.
+	pytorch := torchHeld(&m, o)
+	pids, others := torchOthers(&m, o, gpu, pytorch)
+	ex.PIDs = pids
+
+	torchCause(&m, o, len(pids) > 0, pytorch, others)
+	ex.Meaning = strings.TrimSpace(m.String())
+
+	if o.device != nil {
+		ex.Notes = append(ex.Notes, deviceNumbering(*o.device))
+	}
+	if o.variant == "legacy" {
+		ex.Notes = append(ex.Notes, "This is the message of an old PyTorch (1.x), which does not list the other processes on the GPU.")
+	}
+
+	ex.Numbers = torchNumbers(o, len(pids) > 0, others)
+	ex.Next = torchNext(pids)
+	return ex
+}
+
+// torchHeld says what PyTorch itself holds in this process, and returns it in GiB (-1 when
+// the message does not say).
+func torchHeld(m *strings.Builder, o torchOOM) float64 {
 	pytorch := -1.0
 	switch {
 	case o.allocated != nil && o.unallocated != nil:
 		pytorch = *o.allocated + *o.unallocated
-		fmt.Fprintf(&m, "PyTorch in this process holds %s: %s in tensors and %s cached but unused. ",
+		fmt.Fprintf(m, "PyTorch in this process holds %s: %s in tensors and %s cached but unused. ",
 			gib(pytorch), gib(*o.allocated), size(*o.unallocated))
 	case o.allocated != nil && o.reserved != nil:
 		pytorch = *o.reserved
-		fmt.Fprintf(&m, "PyTorch in this process had %s in tensors and %s reserved in all. ", gib(*o.allocated), gib(*o.reserved))
+		fmt.Fprintf(m, "PyTorch in this process had %s in tensors and %s reserved in all. ", gib(*o.allocated), gib(*o.reserved))
 	case o.allocated != nil && o.cached != nil:
 		pytorch = *o.allocated
-		fmt.Fprintf(&m, "PyTorch in this process had %s already allocated, and %s cached. ", gib(*o.allocated), size(*o.cached))
+		fmt.Fprintf(m, "PyTorch in this process had %s already allocated, and %s cached. ", gib(*o.allocated), size(*o.cached))
 	case o.allocated != nil:
 		pytorch = *o.allocated
-		fmt.Fprintf(&m, "PyTorch in this process had %s in tensors. ", gib(*o.allocated))
+		fmt.Fprintf(m, "PyTorch in this process had %s in tensors. ", gib(*o.allocated))
 	}
 	if o.self != nil {
-		fmt.Fprintf(&m, "Counting its CUDA context and other non-PyTorch memory, this process uses %s. ", gib(*o.self))
+		fmt.Fprintf(m, "Counting its CUDA context and other non-PyTorch memory, this process uses %s. ", gib(*o.self))
 	}
+	return pytorch
+}
 
-	// The other processes the message names.
+// torchOthers says which processes the message names on gpu, marking the one that is most
+// likely this process itself, and returns them with the GiB the others hold.
+func torchOthers(m *strings.Builder, o torchOOM, gpu string, pytorch float64) ([]PIDMemory, float64) {
 	others := 0.0
 	pids := make([]PIDMemory, len(o.pids))
 	copy(pids, o.pids)
@@ -331,9 +356,11 @@ func torchExplanation(o torchOOM) Explanation {
 	if len(named) > 0 {
 		m.WriteString("The message names the processes on " + gpu + ": " + strings.Join(named, "; ") + ". ")
 	}
-	ex.PIDs = pids
+	return pids, others
+}
 
-	// The likely cause, from the numbers.
+// torchCause says the likely cause, from the numbers.
+func torchCause(m *strings.Builder, o torchOOM, named bool, pytorch, others float64) {
 	var unused float64
 	if o.unallocated != nil {
 		unused = *o.unallocated
@@ -342,29 +369,25 @@ func torchExplanation(o torchOOM) Explanation {
 	}
 	switch {
 	case others >= max(o.requested, 0.1*o.total):
-		fmt.Fprintf(&m, "Other processes hold %s of this GPU: that memory is missing for this job. gputriage shows "+
+		fmt.Fprintf(m, "Other processes hold %s of this GPU: that memory is missing for this job. gputriage shows "+
 			"what those PIDs are (command line, user, age, unit or container) and whether they are leftovers.", gib(others))
 	case unused >= o.requested && unused >= 0.05*o.total:
-		fmt.Fprintf(&m, "PyTorch had %s cached but unused — more than it asked for — yet no free block was large "+
+		fmt.Fprintf(m, "PyTorch had %s cached but unused — more than it asked for — yet no free block was large "+
 			"enough: the cache is fragmented. Setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (newer PyTorch) "+
 			"or max_split_size_mb (older), as the message itself suggests, can help.", size(unused))
-	case len(pids) > 0 || o.self != nil || pytorch >= 0:
+	case named || o.self != nil || pytorch >= 0:
 		m.WriteString("This process itself uses nearly the whole GPU: the job needs more memory than the GPU has " +
 			"(smaller batch or sequence length, lower precision, or more GPUs).")
 	}
 	if o.allowed != nil {
-		fmt.Fprintf(&m, " A per-process limit of %s was set (torch.cuda.set_per_process_memory_fraction).", gib(*o.allowed))
+		fmt.Fprintf(m, " A per-process limit of %s was set (torch.cuda.set_per_process_memory_fraction).", gib(*o.allowed))
 	}
-	ex.Meaning = strings.TrimSpace(m.String())
+}
 
-	if o.device != nil {
-		ex.Notes = append(ex.Notes, deviceNumbering(*o.device))
-	}
-	if o.variant == "legacy" {
-		ex.Notes = append(ex.Notes, "This is the message of an old PyTorch (1.x), which does not list the other processes on the GPU.")
-	}
-
-	ex.Numbers = append(ex.Numbers,
+// torchNumbers are the message's numbers, in GiB.
+func torchNumbers(o torchOOM, named bool, others float64) []Number {
+	var ns []Number
+	ns = append(ns,
 		Number{Name: "requested", Value: o.requested, Unit: "GiB", Rank: o.rank},
 		Number{Name: "total", Value: o.total, Unit: "GiB"},
 		Number{Name: "free", Value: o.free, Unit: "GiB"})
@@ -380,15 +403,14 @@ func torchExplanation(o torchOOM) Explanation {
 		{"allowed", o.allowed},
 	} {
 		if n.v != nil {
-			ex.Numbers = append(ex.Numbers, Number{Name: n.name, Value: *n.v, Unit: "GiB"})
+			ns = append(ns, Number{Name: n.name, Value: *n.v, Unit: "GiB"})
 		}
 	}
-	if len(pids) > 0 {
-		ex.Numbers = append(ex.Numbers, Number{Name: "other_processes", Value: others, Unit: "GiB"})
+	if named {
+		ns = append(ns, Number{Name: "other_processes", Value: others, Unit: "GiB"})
 	}
 
-	ex.Next = torchNext(pids)
-	return ex
+	return ns
 }
 
 // size formats a GiB value in the unit that reads best: "235.06 MiB", "14.52 GiB", "0 bytes".
