@@ -42,10 +42,15 @@ func SSHDPath(t testing.TB) string {
 
 // Config describes one sshd.
 type Config struct {
-	Name    string // the host name its sessions see (uname -n)
-	Addr    string // listen address, e.g. 127.0.0.21
-	Port    int
-	NetNS   string // run inside this network namespace ("" = the test's own)
+	Name  string // the host name its sessions see (uname -n)
+	Addr  string // listen address, e.g. 127.0.0.21
+	Port  int
+	NetNS string // run inside this network namespace ("" = the test's own)
+	// JoinPID, when not 0, runs sshd in the PID and mount namespaces of that process instead
+	// of fresh ones (os.Getpid(): the test's own), so that its sessions see processes another
+	// manager started there: a systemd, a container engine, a Slurm daemon. It keeps its own
+	// host name and root home, but shares that namespace's /proc and /dev/shm.
+	JoinPID int
 	KeyType string // host key type: ed25519 (default), ecdsa, rsa
 	// AuthorizedKeys are public key lines accepted for root.
 	AuthorizedKeys []string
@@ -153,6 +158,16 @@ func (s *SSHD) launch(t testing.TB) {
 		`hostname "$1" && mount -t tmpfs -o size=8g,mode=1777 tmpfs /dev/shm && mount --bind "$2" "$3" && shift 3 && exec "$@"`,
 		"sh", c.Name, home, rootHome(),
 		sshd, "-D", "-e", "-f", filepath.Join(dir, "sshd_config")}
+	if c.JoinPID != 0 {
+		// nsenter forks sshd into the joined PID namespace; a fresh mount namespace copied
+		// from the joined one holds only the home bind. sshd dies with nsenter (pdeathsig),
+		// as it does with unshare --kill-child above.
+		argv = []string{"nsenter", "-t", strconv.Itoa(c.JoinPID), "-p", "-m", "--",
+			"unshare", "-u", "-m", "--propagation", "private", "sh", "-c",
+			`hostname "$1" && mount --bind "$2" "$3" && shift 3 && exec "$@"`,
+			"sh", c.Name, home, rootHome(),
+			"setpriv", "--pdeathsig", "KILL", "--", sshd, "-D", "-e", "-f", filepath.Join(dir, "sshd_config")}
+	}
 	if c.NetNS != "" {
 		argv = append([]string{"ip", "netns", "exec", c.NetNS}, argv...)
 	}
@@ -222,9 +237,12 @@ func rootHome() string {
 }
 
 // Enter is the command prefix that runs a command inside this host's PID and mount
-// namespaces (nsenter into its sshd, the namespace's PID 1).
+// namespaces (nsenter into its sshd, the namespace's PID 1; or into JoinPID's).
 func (s *SSHD) Enter(t testing.TB) []string {
 	t.Helper()
+	if s.JoinPID != 0 {
+		return []string{"nsenter", "-t", strconv.Itoa(s.JoinPID), "-p", "-m", "--"}
+	}
 	pid := s.cmd.Process.Pid
 	child := 0
 	for i := 0; i < 100 && child == 0; i++ { // a loaded machine may show the child late

@@ -4,8 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
 )
@@ -51,4 +53,58 @@ func TestHarnessWithOpenSSHClient(t *testing.T) {
 	if !strings.Contains(bastion.Log(), "direct-tcpip") && !strings.Contains(bastion.Log(), "Accepted publickey") {
 		t.Errorf("bastion log shows no forwarding:\n%s", bastion.Log())
 	}
+}
+
+// A host that joins another PID namespace sees that namespace's processes, under its own host
+// name; one that joins the test's own sees the test's process; and sshd ends
+// with the harness.
+func TestHarnessJoinsNamespaces(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Skip("no ssh client")
+	}
+	dir := t.TempDir()
+	key, pub := UserKey(t, dir, "ed25519")
+	other := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sleep", "600")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
+	init := 0
+	for i := 0; i < 100 && init == 0; i++ {
+		if init = childOf(other.Process.Pid); init == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	joined := Start(t, Config{Name: "joined", Addr: "127.0.0.58", Port: 2208, AuthorizedKeys: []string{pub}, JoinPID: init})
+	machine := Start(t, Config{Name: "machine", Addr: "127.0.0.59", Port: 2209, AuthorizedKeys: []string{pub}, JoinPID: os.Getpid()})
+	kh := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(kh, []byte(joined.KnownHostsLine("127.0.0.58")+"\n"+machine.KnownHostsLine("127.0.0.59")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(port, addr, cmd string) string {
+		out, err := exec.Command("ssh", "-i", key, "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile="+kh,
+			"-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", port, "root@"+addr, cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ssh %s: %v: %s", addr, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := run("2208", "127.0.0.58", "uname -n; tr '\\0' ' ' </proc/1/cmdline"); got != "joined\nsleep 600" {
+		t.Errorf("joined host answered %q, want its name and the namespace's init", got)
+	}
+	if got := run("2209", "127.0.0.59", "uname -n; test -d /proc/"+strconv.Itoa(os.Getpid())+" && echo sees-test"); got != "machine\nsees-test" {
+		t.Errorf("machine host answered %q, want its name and the test's own process", got)
+	}
+	pid := joined.cmd.Process.Pid
+	joined.Stop()
+	if sshd := childOf(pid); sshd != 0 {
+		t.Errorf("sshd %d outlived the harness", sshd)
+	}
+	for i := 0; i < 100; i++ {
+		if out, _ := exec.Command("pgrep", "-f", "sshd -D -e -f "+joined.Dir).Output(); len(out) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("sshd of %s still runs after Stop", joined.Dir)
 }
