@@ -27,7 +27,8 @@ import (
 //     "Bearer VALUE" anywhere;
 //   - the password of a URL's user:password@;
 //   - tokens of a well-known shape wherever they stand: Hugging Face (hf_...), GitHub (ghp_...,
-//     github_pat_...), OpenAI-style (sk-...), Slack (xox?-...), AWS access key ids (AKIA...).
+//     github_pat_...), OpenAI-style (sk-...), Slack (xox?-...), AWS access key ids (AKIA...);
+//   - the password options of sshpass, mysql, redis-cli, curl and openssl (programFlags).
 //
 // In a list of strings (an argv) a credential flag masks the whole next element, and a
 // flag=VALUE or NAME=VALUE element is masked to its end, spaces and all; in other text a value
@@ -92,8 +93,9 @@ var knownToken = regexp.MustCompile(`\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0
 // secretHints are what every rule above needs in its text (case-insensitively), by first
 // byte: mayHoldSecret lets most strings through untouched without allocating.
 var secretHints = [256][]string{
-	'k': {"key"}, 't': {"token"}, 'p': {"pass"}, 's': {"secret", "sk-"}, 'a': {"auth", "akia"},
-	'b': {"bearer"}, 'c': {"credential"}, ':': {"://"}, 'h': {"hf_"}, 'g': {"gh"}, 'x': {"xox"},
+	'k': {"key"}, 't': {"token"}, 'p': {"pass"}, 's': {"secret", "sk-", "sshpass"}, 'a': {"auth", "akia"},
+	'b': {"bearer"}, 'c': {"credential", "curl"}, ':': {"://"}, 'h': {"hf_"}, 'g': {"gh"}, 'x': {"xox"},
+	'm': {"mysql", "mariadb"}, 'r': {"redis-cli"}, 'o': {"openssl"},
 }
 
 // hintPairs marks the first two bytes (lower case) of every hint: most text has few of them.
@@ -130,6 +132,8 @@ func maskText(s string) string {
 	var b strings.Builder
 	done := 0        // s[:done] is in b
 	pending := false // the previous word announced a secret: this word is one
+	var ps progState
+	prev := ""
 	for i := 0; i < len(s); {
 		if isSep(s[i]) {
 			i++
@@ -142,6 +146,8 @@ func maskText(s string) string {
 		w, m := s[i:j], s[i:j]
 		// A quote around a word does not change what it says: -H 'Bearer x'.
 		switch lw := strings.Trim(strings.ToLower(w), `'"`); {
+		case ps.mask(prev, w) != w:
+			m = ps.mask(prev, w)
 		case pending && lw != "" && !strings.HasPrefix(w, "--") && !authScheme(lw):
 			core := strings.Trim(w, `'"`)
 			open := strings.Index(w, core)
@@ -157,7 +163,8 @@ func maskText(s string) string {
 			b.WriteString(m)
 			done = j
 		}
-		i = j
+		ps.step(prev, w)
+		prev, i = w, j
 	}
 	if done == 0 {
 		return s
@@ -323,13 +330,19 @@ func maskURLPassword(w string) string {
 	return b.String()
 }
 
-// maskArgv masks an argument vector: a credential flag's next argument whole, an assignment
-// to its end, anything else as text. It returns argv itself when nothing changed.
+// maskArgv masks an argument vector: a program's own credential options (programFlags), a
+// credential flag's next argument whole, an assignment to its end, anything else as text. It returns argv itself when nothing changed.
 func maskArgv(argv []string) []string {
 	var out []string
+	var ps progState
 	for i, a := range argv {
-		m := a
+		m, prev := a, ""
+		if i > 0 {
+			prev = argv[i-1]
+		}
 		switch {
+		case ps.mask(prev, a) != a:
+			m = ps.mask(prev, a)
 		case i > 0 && isCredentialFlag(argv[i-1]) && !strings.HasPrefix(a, "--") && a != "":
 			m = secretMask
 		case !strings.ContainsAny(a, " \t\n"):
@@ -339,6 +352,7 @@ func maskArgv(argv []string) []string {
 			// a leading assignment to the end ("PASSWORD=two words").
 			m = maskText(maskAssignments(a, true))
 		}
+		ps.step(prev, a)
 		if m != a && out == nil {
 			out = append([]string(nil), argv...)
 		}

@@ -37,6 +37,15 @@ func TestMaskText(t *testing.T) {
 		`{"token":"t\"ok","n":1} {'password': 'pw', 'x': 1}`: `{"token":"***","n":1} {'password': '***', 'x': 1}`,
 		`non-default args: {'model': 'm', 'api_key': 'k'}`:   `non-default args: {'model': 'm', 'api_key': '***'}`,
 		`{"hf_token": null, "max_tokens": 5}`:                `{"hf_token": ***, "max_tokens": 5}`,
+		// Programs whose password options have short or ambiguous names.
+		`sshpass -p pw1 ssh h; sshpass -ppw2 ssh h`:                          `sshpass -p *** ssh h; sshpass -p*** ssh h`,
+		`bash -c "curl -u bob:pw3 -U px:pw4 https://h/" x`:                   `bash -c "curl -u bob:*** -U px:*** https://h/" x`,
+		`curl -ubob:pw5 --user 'al:pw6' --proxy-user al https://h`:           `curl -ubob:*** --user 'al:***' --proxy-user al https://h`,
+		`/usr/bin/mysql -upw -ppw7 -p db -P 3306`:                            `/usr/bin/mysql -upw -p*** -p db -P 3306`,
+		`redis-cli -a pw8 --pass pw9 -p 6379`:                                `redis-cli -a *** --pass *** -p 6379`,
+		`openssl enc -k pw10 -pass pass:pw11 -passin env:V -passout file:/f`: `openssl enc -k *** -pass pass:*** -passin env:V -passout file:/f`,
+		// The same options of other programs are not passwords.
+		`ssh -p 2222 h; python3 -u s.py; docker run -u 1000:1000 i; sort -k 2`: `ssh -p 2222 h; python3 -u s.py; docker run -u 1000:1000 i; sort -k 2`,
 	} {
 		if got := maskText(in); got != want {
 			t.Errorf("maskText(%q)\n = %q\nwant %q", in, got, want)
@@ -57,6 +66,11 @@ func TestMaskArgv(t *testing.T) {
 	}
 	if in[4] != "sk two words" {
 		t.Error("maskArgv changed its input")
+	}
+	prog := []string{"sudo", "/usr/bin/sshpass", "-p", "pw one", "ssh", "-p", "22", "h", "curl", "-u", "u:p w", "-uv:x"}
+	wantProg := []string{"sudo", "/usr/bin/sshpass", "-p", "***", "ssh", "-p", "22", "h", "curl", "-u", "u:***", "-uv:***"}
+	if got := maskArgv(prog); strings.Join(got, "|") != strings.Join(wantProg, "|") {
+		t.Errorf("maskArgv\n = %q\nwant %q", got, wantProg)
 	}
 	plain := []string{"python3", "-m", "sglang.launch_server", "--port", "30000"}
 	if got := maskArgv(plain); &got[0] != &plain[0] {
