@@ -138,35 +138,11 @@ func (g *sglangGroup) explanation(d *doc) Explanation {
 		Lines:     g.lines.quoted(d),
 		MoreLines: g.lines.more,
 	}
-	var locals []sglangLocal
-	for _, rk := range g.order {
-		if l, ok := g.locals[rk]; ok {
-			locals = append(locals, l)
-		}
-	}
-	slices.SortStableFunc(locals, func(a, b sglangLocal) int {
-		// Ranks in order; a message without a rank after them.
-		ra, rb := math.MaxInt, math.MaxInt
-		if a.rank != nil {
-			ra = *a.rank
-		}
-		if b.rank != nil {
-			rb = *b.rank
-		}
-		return cmp.Compare(ra, rb)
-	})
-	maxRank := -1
-	for _, l := range locals {
-		if l.rank != nil {
-			maxRank = max(maxRank, *l.rank)
-		}
-	}
-
+	locals, maxRank := g.sortedLocals()
 	device := "GPU"
 	if g.variant == "sgl-jax" {
 		device = "device"
 	}
-
 	if !g.hasNums {
 		ex.Meaning = "At startup every SGLang rank measures the free memory of its own GPU, and the group " +
 			"compares the smallest of them with 90% of each rank's own. Here some GPU of the group had less " +
@@ -174,40 +150,7 @@ func (g *sglangGroup) explanation(d *doc) Explanation {
 			"not exit, another user's job) still holds memory on it. This older form of the message prints no " +
 			"numbers; gputriage measures the same thing on the host and names the process."
 	} else {
-		var m strings.Builder
-		hi := locals[0].local
-		for _, l := range locals {
-			hi = max(hi, l.local)
-		}
-		held := hi - g.min
-		short := sglangRatio*hi - g.min
-		fmt.Fprintf(&m, "Before loading the model every SGLang rank measured the free memory of its own %s, and the "+
-			"group took the smallest: %s (%s). ", device, gib(g.min), minName(g.variant))
-		m.WriteString(rankSaw(locals, device))
-		fmt.Fprintf(&m, " SGLang requires the smallest to be at least 90%% of each rank's own (0.9 × %s = %s), so it "+
-			"is short by %s. ", gib(hi), gib(sglangRatio*hi), gib(max(short, 0)))
-		fmt.Fprintf(&m, "On %ss of the same size this means other processes hold at least %s (%s) on the %s with "+
-			"the least free memory, the one with %s free: that much more is in use there than on the %s with the most. ",
-			device, gib(held), mib(held), device, gib(g.min), device)
-		m.WriteString("The rank that reported the error is not the one at fault: its " + device + " is the free one; " +
-			"the rank on the occupied " + device + " passes the check and does not report it.")
-		ex.Meaning = m.String()
-
-		ex.Numbers = append(ex.Numbers, Number{Name: "min_free", Value: g.min, Unit: "GiB"})
-		for _, l := range locals {
-			ex.Numbers = append(ex.Numbers, Number{Name: "local_free", Value: l.local, Unit: "GiB", Rank: l.rank})
-		}
-		ex.Numbers = append(ex.Numbers,
-			Number{Name: "threshold", Value: sglangRatio * hi, Unit: "GiB"},
-			Number{Name: "shortfall", Value: max(short, 0), Unit: "GiB"},
-			Number{Name: "held_elsewhere_min", Value: held, Unit: "GiB"},
-			Number{Name: "held_elsewhere_min_mib", Value: math.Round(held * 1024), Unit: "MiB"},
-		)
-		if g.variant != "sgl-jax" {
-			ex.Notes = append(ex.Notes, "These numbers read lower than nvidia-smi's free memory before the start: "+
-				"each rank measures after creating its CUDA context (and NCCL state), which takes about 0.5–1.5 GiB "+
-				"per GPU. SGLang prints them in GiB (2^30 bytes).")
-		}
+		g.explainNumbers(&ex, locals, device)
 	}
 	ex.Notes = append(ex.Notes, "GPUs of different sizes in one tensor-parallel group fail this check even when nothing else runs on them.")
 	ex.Notes = append(ex.Notes, sglangSwitch(g.variant, g.exc))
@@ -215,19 +158,86 @@ func (g *sglangGroup) explanation(d *doc) Explanation {
 		ex.Notes = append(ex.Notes, "The paste does not show whether this was raised (RuntimeError/ValueError) or only "+
 			"logged as a warning because the check was turned off; without a traceback after it, startup went on.")
 	}
-	// --tp takes a number, and the paste rarely shows the group's size: name the least it
-	// can be, or leave --tp to the reader in a comment, so the line runs as printed.
+	ex.Next = sglangNext(maxRank)
+	return ex
+}
+
+// sortedLocals are the ranks' own measurements, ranks in order and a message without a rank
+// after them, and the highest rank seen (-1: none).
+func (g *sglangGroup) sortedLocals() (locals []sglangLocal, maxRank int) {
+	for _, rk := range g.order {
+		if l, ok := g.locals[rk]; ok {
+			locals = append(locals, l)
+		}
+	}
+	rankOf := func(l sglangLocal) int {
+		if l.rank != nil {
+			return *l.rank
+		}
+		return math.MaxInt
+	}
+	slices.SortStableFunc(locals, func(a, b sglangLocal) int { return cmp.Compare(rankOf(a), rankOf(b)) })
+	maxRank = -1
+	for _, l := range locals {
+		if l.rank != nil {
+			maxRank = max(maxRank, *l.rank)
+		}
+	}
+	return locals, maxRank
+}
+
+// explainNumbers writes the meaning and numbers of a message that printed its measurements.
+func (g *sglangGroup) explainNumbers(ex *Explanation, locals []sglangLocal, device string) {
+	var m strings.Builder
+	hi := locals[0].local
+	for _, l := range locals {
+		hi = max(hi, l.local)
+	}
+	held := hi - g.min
+	short := sglangRatio*hi - g.min
+	fmt.Fprintf(&m, "Before loading the model every SGLang rank measured the free memory of its own %s, and the "+
+		"group took the smallest: %s (%s). ", device, gib(g.min), minName(g.variant))
+	m.WriteString(rankSaw(locals, device))
+	fmt.Fprintf(&m, " SGLang requires the smallest to be at least 90%% of each rank's own (0.9 × %s = %s), so it "+
+		"is short by %s. ", gib(hi), gib(sglangRatio*hi), gib(max(short, 0)))
+	fmt.Fprintf(&m, "On %ss of the same size this means other processes hold at least %s (%s) on the %s with "+
+		"the least free memory, the one with %s free: that much more is in use there than on the %s with the most. ",
+		device, gib(held), mib(held), device, gib(g.min), device)
+	m.WriteString("The rank that reported the error is not the one at fault: its " + device + " is the free one; " +
+		"the rank on the occupied " + device + " passes the check and does not report it.")
+	ex.Meaning = m.String()
+
+	ex.Numbers = append(ex.Numbers, Number{Name: "min_free", Value: g.min, Unit: "GiB"})
+	for _, l := range locals {
+		ex.Numbers = append(ex.Numbers, Number{Name: "local_free", Value: l.local, Unit: "GiB", Rank: l.rank})
+	}
+	ex.Numbers = append(ex.Numbers,
+		Number{Name: "threshold", Value: sglangRatio * hi, Unit: "GiB"},
+		Number{Name: "shortfall", Value: max(short, 0), Unit: "GiB"},
+		Number{Name: "held_elsewhere_min", Value: held, Unit: "GiB"},
+		Number{Name: "held_elsewhere_min_mib", Value: math.Round(held * 1024), Unit: "MiB"},
+	)
+	if g.variant != "sgl-jax" {
+		ex.Notes = append(ex.Notes, "These numbers read lower than nvidia-smi's free memory before the start: "+
+			"each rank measures after creating its CUDA context (and NCCL state), which takes about 0.5–1.5 GiB "+
+			"per GPU. SGLang prints them in GiB (2^30 bytes).")
+	}
+}
+
+// sglangNext are the next steps. --tp takes a number, and the paste rarely shows the group's
+// size: name the least it can be, or leave --tp to the reader in a comment, so the line runs
+// as printed.
+func sglangNext(maxRank int) []string {
 	tp := "gputriage HOST   # and with --tp N --engine sglang, N = your --tp-size: which GPUs can take the job"
 	if maxRank >= 1 {
 		tp = fmt.Sprintf("gputriage HOST --tp %d --engine sglang   # at least %d: the log shows TP%d; set --tp to your --tp-size",
 			maxRank+1, maxRank+1, maxRank)
 	}
-	ex.Next = []string{
+	return []string{
 		tp,
 		"nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid --format=csv   # on HOST: who holds memory on which GPU",
 		"# stop the process gputriage names (a previous server that did not exit, another job), then start SGLang again",
 	}
-	return ex
 }
 
 func minName(variant string) string {
