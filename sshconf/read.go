@@ -309,7 +309,6 @@ func (l *cfgLine) process(tl *tokLine, active *bool) error {
 	if tl.err != nil {
 		return l.errorf("%s: %v", keyword, tl.err)
 	}
-	c := l.r.c
 	switch key {
 	case "host":
 		return l.host(args, active)
@@ -321,129 +320,108 @@ func (l *cfgLine) process(tl *tokLine, active *bool) error {
 	if len(args) == 0 {
 		return l.errorf("no argument after keyword %q", keyword)
 	}
-	one := func() (string, error) {
+	on, c := *active, l.r.c
+	switch {
+	case singleValued[key]:
 		if len(args) > 1 {
-			return "", l.errorf("%s: garbage at end of line %q", keyword, strings.Join(args[1:], " "))
+			return l.errorf("%s: garbage at end of line %q", keyword, strings.Join(args[1:], " "))
 		}
-		return args[0], nil
+		return l.single(key, keyword, args[0], on)
+	case key == "proxyjump" || key == "proxycommand" || key == "proxyusefdpass":
+		return l.proxy(key, keyword, rest, args, on)
+	case !on:
+	case key == "userknownhostsfile":
+		c.userKnownHosts.set(args, l.where())
+	case key == "globalknownhostsfile":
+		c.globalKnownHosts.set(args, l.where())
+	default:
+		l.other(keyword, key, args)
 	}
-	on := *active
+	return nil
+}
+
+// singleValued are the keywords read here that take exactly one argument.
+var singleValued = map[string]bool{"hostname": true, "user": true, "port": true, "identityfile": true,
+	"identitiesonly": true, "ignoreunknown": true, "stricthostkeychecking": true, "hostkeyalias": true,
+	"connecttimeout": true}
+
+// single checks and, when on, sets the one value v of a singleValued keyword.
+func (l *cfgLine) single(key, keyword, v string, on bool) error {
+	c, at := l.r.c, l.where()
 	switch key {
-	case "hostname":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if on {
-			c.hostName.set(v, l.where())
-		}
-	case "user":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if on {
-			c.user.set(v, l.where())
-		}
 	case "port":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		p, perr := strconv.Atoi(v)
-		if perr != nil || p <= 0 || p > 65535 {
+		p, err := strconv.Atoi(v)
+		if err != nil || p <= 0 || p > 65535 {
 			return l.errorf("bad port %q", v)
 		}
 		if on {
-			c.port.set(p, l.where())
+			c.port.set(p, at)
 		}
-	case "identityfile":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if on {
-			c.addIdentity(v, l.where())
-		}
+		return nil
 	case "identitiesonly":
-		v, err := one()
-		if err != nil {
-			return err
-		}
 		b, ok := parseFlag(v)
 		if !ok {
 			return l.errorf("%s: unsupported option %q", keyword, v)
 		}
 		if on {
-			c.identitiesOnly.set(b, l.where())
+			c.identitiesOnly.set(b, at)
 		}
-	case "proxyjump", "proxycommand", "proxyusefdpass":
-		if err := l.proxy(key, keyword, rest, args, on); err != nil {
-			return err
-		}
-	case "ignoreunknown":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if on {
-			c.ignoreUnknown.set(v, l.where())
-		}
-	case "userknownhostsfile":
-		if on {
-			c.userKnownHosts.set(args, l.where())
-		}
-	case "globalknownhostsfile":
-		if on {
-			c.globalKnownHosts.set(args, l.where())
-		}
+		return nil
 	case "stricthostkeychecking":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		var s string
-		switch strings.ToLower(v) {
-		case "yes", "true":
-			s = "yes"
-		case "no", "false", "off":
-			s = "no"
-		case "ask":
-			s = "ask"
-		case "accept-new":
-			s = "accept-new"
-		default:
+		s, ok := strictValue(v)
+		if !ok {
 			return l.errorf("%s: unsupported option %q", keyword, v)
 		}
 		if on {
-			c.strict.set(s, l.where())
+			c.strict.set(s, at)
 		}
-	case "hostkeyalias":
-		v, err := one()
-		if err != nil {
-			return err
-		}
-		if on {
-			c.hostKeyAlias.set(v, l.where())
-		}
+		return nil
 	case "connecttimeout":
-		v, err := one()
-		if err != nil {
-			return err
-		}
 		d, ok := parseTime(v)
 		if !ok {
 			return l.errorf("%s: invalid time value %q", keyword, v)
 		}
 		if on {
-			c.connectTimeout.set(d, l.where())
+			c.connectTimeout.set(d, at)
 		}
-	default:
-		if on {
-			l.other(keyword, key, args)
-		}
+		return nil
+	}
+	if on {
+		l.setString(key, v, at)
 	}
 	return nil
+}
+
+// setString sets a keyword whose value is any string.
+func (l *cfgLine) setString(key, v, at string) {
+	c := l.r.c
+	switch key {
+	case "hostname":
+		c.hostName.set(v, at)
+	case "user":
+		c.user.set(v, at)
+	case "identityfile":
+		c.addIdentity(v, at)
+	case "ignoreunknown":
+		c.ignoreUnknown.set(v, at)
+	case "hostkeyalias":
+		c.hostKeyAlias.set(v, at)
+	}
+}
+
+// strictValue reads StrictHostKeyChecking as ssh does: yes/true, no/false/off, ask, accept-new.
+func strictValue(v string) (string, bool) {
+	switch strings.ToLower(v) {
+	case "yes", "true":
+		return "yes", true
+	case "no", "false", "off":
+		return "no", true
+	case "ask":
+		return "ask", true
+	case "accept-new":
+		return "accept-new", true
+	}
+	return "", false
 }
 
 // proxy handles the lines that choose how a host is reached through another:

@@ -284,6 +284,15 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 		return Host{}, err
 	}
 	h.Notes = c.notes
+	if err := h.setFiles(c, t); err != nil {
+		return Host{}, err
+	}
+	return h, nil
+}
+
+// setFiles fills the identity and known_hosts files, with ssh's defaults and tokens expanded
+// ("none" names no file).
+func (h *Host) setFiles(c *conf, t tokens) error {
 	ids := c.identities
 	if len(ids) == 0 {
 		for _, d := range defaultIdentities {
@@ -296,7 +305,7 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 		}
 		p, err := t.expand(id.path)
 		if err != nil {
-			return Host{}, fmt.Errorf("%w: %s: IdentityFile %q: %v", ErrConfig, id.where, id.path, err)
+			return fmt.Errorf("%w: %s: IdentityFile %q: %v", ErrConfig, id.where, id.path, err)
 		}
 		h.IdentityFiles = append(h.IdentityFiles, p)
 	}
@@ -310,7 +319,7 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 		}
 		p, err := t.expand(f)
 		if err != nil {
-			return Host{}, fmt.Errorf("%w: %s: UserKnownHostsFile %q: %v", ErrConfig, uk.where, f, err)
+			return fmt.Errorf("%w: %s: UserKnownHostsFile %q: %v", ErrConfig, uk.where, f, err)
 		}
 		h.UserKnownHostsFiles = append(h.UserKnownHostsFiles, p)
 	}
@@ -323,7 +332,7 @@ func (c *conf) host(alias string, o Options) (Host, error) {
 			h.GlobalKnownHostsFiles = append(h.GlobalKnownHostsFiles, f)
 		}
 	}
-	return h, nil
+	return nil
 }
 
 // setProxyCommand fills the ProxyCommand fields from c, expanding its
