@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command sshdlab starts K real OpenSSH sshd hosts for bench/fanout.sh, the way
 // internal/sshdtest does for tests (which needs a testing.TB): each host listens on its own
 // 127.0.x.y address, runs in private UTS, PID and mount namespaces (its own host name, its own
