@@ -103,78 +103,110 @@ func start(dir string, n int, net3 string, port int, hosts *[]*host) ([]*host, e
 	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
 		return nil, err
 	}
-	userKey, hostKey := filepath.Join(dir, "id_ed25519"), filepath.Join(dir, "host_key")
-	for _, k := range []string{userKey, hostKey} {
-		_ = os.Remove(k)
-		_ = os.Remove(k + ".pub")
-		if err := sh("ssh-keygen", "-q", "-N", "", "-t", "ed25519", "-f", k, "-C", "sshdlab"); err != nil {
-			return nil, err
-		}
-	}
-	userPub, err := os.ReadFile(userKey + ".pub")
+	k, err := makeKeys(dir)
 	if err != nil {
 		return nil, err
 	}
-	hostPub, err := os.ReadFile(hostKey + ".pub")
-	if err != nil {
-		return nil, err
-	}
-	hf := strings.Fields(string(hostPub))
-	authorized := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(authorized, userPub, 0o600); err != nil {
-		return nil, err
-	}
-	smi := smi8()
-	rootHome := "/root"
 	var names, conf, known strings.Builder
 	for i := range n {
 		h := &host{name: fmt.Sprintf("lab%03d", i+1), addr: fmt.Sprintf("%s.%d", net3, i+1)}
-		hdir := filepath.Join(dir, h.name)
-		bin, home := filepath.Join(hdir, "bin"), filepath.Join(hdir, "home")
-		for _, d := range []string{bin, home} {
-			if err := os.MkdirAll(d, 0o700); err != nil {
-				return nil, err
-			}
-		}
-		if err := scenario.WriteFakeSMI(bin, smi); err != nil {
-			return nil, err
-		}
-		cfg := []string{
-			fmt.Sprintf("ListenAddress %s:%d", h.addr, port),
-			"HostKey " + hostKey,
-			"AuthorizedKeysFile " + authorized,
-			"PidFile none", "StrictModes no", "UsePAM no",
-			"PermitRootLogin prohibit-password", "PasswordAuthentication no",
-			"KbdInteractiveAuthentication no", "AllowAgentForwarding no",
-			"SetEnv PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-			"LogLevel ERROR", "MaxStartups 400:30:800", "MaxSessions 64", "UseDNS no",
-		}
-		cfgFile := filepath.Join(hdir, "sshd_config")
-		if err := os.WriteFile(cfgFile, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
-			return nil, err
-		}
-		h.cmd = exec.Command("unshare", "-u", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
-			`hostname "$1" && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && mount --bind "$2" "$3" && shift 3 && exec "$@"`,
-			"sh", h.name, home, rootHome, sshd, "-D", "-e", "-f", cfgFile)
-		h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		logf, err := os.Create(filepath.Join(hdir, "sshd.log"))
-		if err != nil {
-			return nil, err
-		}
-		h.cmd.Stdout, h.cmd.Stderr = logf, logf
-		if err := h.cmd.Start(); err != nil {
+		if err := launch(h, dir, port, sshd, k); err != nil {
 			return nil, err
 		}
 		*hosts = append(*hosts, h)
 		fmt.Fprintf(&names, "%s\n", h.name)
 		fmt.Fprintf(&conf, "Host %s\n\tHostName %s\n", h.name, h.addr)
-		fmt.Fprintf(&known, "[%s]:%d %s %s\n", h.addr, port, hf[0], hf[1])
+		fmt.Fprintf(&known, "[%s]:%d %s\n", h.addr, port, k.hostPub)
 	}
 	fmt.Fprintf(&conf, "Host *\n\tPort %d\n\tUser root\n\tIdentityFile %s\n\tIdentitiesOnly yes\n\tUserKnownHostsFile %s\n\tGlobalKnownHostsFile /dev/null\n\tStrictHostKeyChecking yes\n\tBatchMode yes\n",
-		port, userKey, filepath.Join(dir, "known_hosts"))
+		port, k.user, filepath.Join(dir, "known_hosts"))
+	pids, err := waitListening(*hosts, port)
+	if err != nil {
+		return nil, err
+	}
+	for name, data := range map[string]string{"hosts": names.String(), "ssh_config": conf.String(),
+		"known_hosts": known.String(), "pids": pids} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	return *hosts, nil
+}
+
+// labKeys are the lab's one user key (its file, and authorized_keys holding it) and the one
+// host key every host uses ("type base64").
+type labKeys struct{ user, authorized, hostKey, hostPub string }
+
+func makeKeys(dir string) (labKeys, error) {
+	k := labKeys{user: filepath.Join(dir, "id_ed25519"), authorized: filepath.Join(dir, "authorized_keys"),
+		hostKey: filepath.Join(dir, "host_key")}
+	for _, f := range []string{k.user, k.hostKey} {
+		_ = os.Remove(f)
+		_ = os.Remove(f + ".pub")
+		if err := sh("ssh-keygen", "-q", "-N", "", "-t", "ed25519", "-f", f, "-C", "sshdlab"); err != nil {
+			return k, err
+		}
+	}
+	userPub, err := os.ReadFile(k.user + ".pub")
+	if err != nil {
+		return k, err
+	}
+	hostPub, err := os.ReadFile(k.hostKey + ".pub")
+	if err != nil {
+		return k, err
+	}
+	hf := strings.Fields(string(hostPub))
+	if len(hf) < 2 {
+		return k, fmt.Errorf("bad host key file %s", k.hostKey+".pub")
+	}
+	k.hostPub = hf[0] + " " + hf[1]
+	return k, os.WriteFile(k.authorized, userPub, 0o600)
+}
+
+// launch starts one host's sshd in its own UTS, PID and mount namespaces.
+func launch(h *host, dir string, port int, sshd string, k labKeys) error {
+	hdir := filepath.Join(dir, h.name)
+	bin, home := filepath.Join(hdir, "bin"), filepath.Join(hdir, "home")
+	for _, d := range []string{bin, home} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := scenario.WriteFakeSMI(bin, smi8()); err != nil {
+		return err
+	}
+	cfg := []string{
+		fmt.Sprintf("ListenAddress %s:%d", h.addr, port),
+		"HostKey " + k.hostKey,
+		"AuthorizedKeysFile " + k.authorized,
+		"PidFile none", "StrictModes no", "UsePAM no",
+		"PermitRootLogin prohibit-password", "PasswordAuthentication no",
+		"KbdInteractiveAuthentication no", "AllowAgentForwarding no",
+		"SetEnv PATH=" + bin + ":/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+		"LogLevel ERROR", "MaxStartups 400:30:800", "MaxSessions 64", "UseDNS no",
+	}
+	cfgFile := filepath.Join(hdir, "sshd_config")
+	if err := os.WriteFile(cfgFile, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	h.cmd = exec.Command("unshare", "-u", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
+		`hostname "$1" && mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm && mount --bind "$2" "$3" && shift 3 && exec "$@"`,
+		"sh", h.name, home, "/root", sshd, "-D", "-e", "-f", cfgFile)
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logf, err := os.Create(filepath.Join(hdir, "sshd.log"))
+	if err != nil {
+		return err
+	}
+	h.cmd.Stdout, h.cmd.Stderr = logf, logf
+	return h.cmd.Start()
+}
+
+// waitListening waits until every host accepts connections and returns their sshd PIDs, one
+// a line.
+func waitListening(hosts []*host, port int) (string, error) {
 	var pids strings.Builder
 	deadline := time.Now().Add(30 * time.Second)
-	for _, h := range *hosts {
+	for _, h := range hosts {
 		for {
 			c, err := net.DialTimeout("tcp", net.JoinHostPort(h.addr, strconv.Itoa(port)), time.Second)
 			if err == nil {
@@ -182,7 +214,7 @@ func start(dir string, n int, net3 string, port int, hosts *[]*host) ([]*host, e
 				break
 			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("sshd %s on %s:%d did not start", h.name, h.addr, port)
+				return "", fmt.Errorf("sshd %s on %s:%d did not start", h.name, h.addr, port)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -192,13 +224,7 @@ func start(dir string, n int, net3 string, port int, hosts *[]*host) ([]*host, e
 			fmt.Fprintf(&pids, "%d\n", h.sshdPID)
 		}
 	}
-	for name, data := range map[string]string{"hosts": names.String(), "ssh_config": conf.String(),
-		"known_hosts": known.String(), "pids": pids.String()} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return *hosts, nil
+	return pids.String(), nil
 }
 
 // smi8 is a healthy, idle 8-GPU host.

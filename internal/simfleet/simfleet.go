@@ -141,34 +141,60 @@ func Start(cfg Config) (*Fleet, error) {
 	}
 	f := &Fleet{cfg: cfg, conns: map[net.Conn]struct{}{}, runs: map[string]*probeRun{}}
 	for i, raw := range cfg.Captures {
-		first, _, _ := bytes.Cut(raw, []byte("\n"))
-		first = bytes.TrimSuffix(first, []byte("\r"))
-		n, ok := bytes.CutPrefix(first, []byte("gputriage-capture v2 nonce="))
-		if !ok {
-			n, ok = bytes.CutPrefix(first, []byte("gputriage-capture v1 nonce="))
-		}
-		if !ok || len(n) == 0 {
+		n := captureNonce(raw)
+		if len(n) == 0 {
 			return nil, fmt.Errorf("simfleet: capture %d has no nonce header", i)
 		}
 		f.captures = append(f.captures, capture{raw: raw, nonce: n})
 	}
 	f.garbage = garbage(64 << 10)
-
-	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	hostPub, clientPriv, err := f.setupKeys()
 	if err != nil {
 		return nil, err
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	if err := f.listen(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.writeFiles(hostPub, clientPriv); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// captureNonce is the nonce of a capture's header line (v2 or v1), nil when it has none.
+func captureNonce(raw []byte) []byte {
+	first, _, _ := bytes.Cut(raw, []byte("\n"))
+	first = bytes.TrimSuffix(first, []byte("\r"))
+	n, ok := bytes.CutPrefix(first, []byte("gputriage-capture v2 nonce="))
+	if !ok {
+		n, _ = bytes.CutPrefix(first, []byte("gputriage-capture v1 nonce="))
+	}
+	if bytes.Equal(n, first) {
+		return nil
+	}
+	return n
+}
+
+// setupKeys makes the fleet's host key and the one client key it accepts.
+func (f *Fleet) setupKeys() (ssh.PublicKey, ed25519.PrivateKey, error) {
+	_, hostPriv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, err
 	}
 	hostSigner, err := ssh.NewSignerFromKey(hostPriv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	_, clientPriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	clientSigner, err := ssh.NewSignerFromKey(clientPriv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	authorized := clientSigner.PublicKey().Marshal()
 	f.server = &ssh.ServerConfig{
@@ -181,14 +207,18 @@ func Start(cfg Config) (*Fleet, error) {
 		},
 	}
 	f.server.AddHostKey(hostSigner)
+	return hostSigner.PublicKey(), clientPriv, nil
+}
 
-	f.ctx, f.cancel = context.WithCancel(context.Background())
+// listen gives every host its listener and behaviour: one in every 1/BadShare misbehaves,
+// in BadBehaviours' turn.
+func (f *Fleet) listen() error {
 	step := 0
-	if cfg.BadShare > 0 {
-		step = max(1, int(1/cfg.BadShare+0.5))
+	if f.cfg.BadShare > 0 {
+		step = max(1, int(1/f.cfg.BadShare+0.5))
 	}
 	bad := 0
-	for i := range cfg.Hosts {
+	for i := range f.cfg.Hosts {
 		h := Host{Name: fmt.Sprintf("sim%05d", i), Addr: Addr(i), Behaviour: Good}
 		if step > 0 && i%step == step-1 {
 			h.Behaviour = BadBehaviours[bad%len(BadBehaviours)]
@@ -196,8 +226,7 @@ func Start(cfg Config) (*Fleet, error) {
 		}
 		ln, err := net.Listen("tcp", net.JoinHostPort(h.Addr, "0"))
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("simfleet: host %s: %w", h.Name, err)
+			return fmt.Errorf("simfleet: host %s: %w", h.Name, err)
 		}
 		h.Port = ln.Addr().(*net.TCPAddr).Port
 		if h.Behaviour == Refuse {
@@ -210,11 +239,7 @@ func Start(cfg Config) (*Fleet, error) {
 		}
 		f.Hosts = append(f.Hosts, h)
 	}
-	if err := f.writeFiles(hostSigner.PublicKey(), clientPriv); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return nil
 }
 
 // Close stops every listener and connection and waits for the server's goroutines.
