@@ -41,9 +41,9 @@ type slurmFixLab struct {
 	leftoverServer, healthyServe scenario.Server
 }
 
-func newSlurmFixLab(t *testing.T) *slurmFixLab {
+func newSlurmFixLab(t *testing.T, proctrack string) *slurmFixLab {
 	sshdtest.SSHDPath(t)
-	c := slurmtest.Start(t, slurmtest.Config{GPUs: 2, Conf: []string{"FirstJobId=73001"}})
+	c := slurmtest.Start(t, slurmtest.Config{GPUs: 2, Conf: []string{"FirstJobId=73001", "ProctrackType=" + proctrack}})
 	t.Setenv("SLURM_CONF", c.Conf) // srun, scontrol and squeue of this test
 	l := &slurmFixLab{fixLab: &fixLab{dir: t.TempDir()}, c: c, leftoverMiB: 55286, healthyMiB: 30000}
 	l.state = filepath.Join(l.dir, "state")
@@ -184,8 +184,15 @@ func (l *slurmFixLab) namesHealthy(out string) []string {
 // cancelled, its server is gone and its memory back, the healthy job's server runs on with the
 // same PID and start time, the audit log and the host's syslog record it, and `watch --until
 // free` holds.
+// The same under either process tracking: proctrack/cgroup, where the process's cgroup names
+// its job, and proctrack/linuxproc, where only its slurmstepd ancestor does.
 func TestFixCancelsSlurmJob(t *testing.T) {
-	l := newSlurmFixLab(t)
+	for _, pt := range []string{"proctrack/cgroup", "proctrack/linuxproc"} {
+		t.Run(pt, func(t *testing.T) { testFixCancelsSlurmJob(t, newSlurmFixLab(t, pt)) })
+	}
+}
+
+func testFixCancelsSlurmJob(t *testing.T, l *slurmFixLab) {
 	healthyTicks := startTicks(l.healthy.PID)
 
 	// 1. The plan: cancel the leftover's job, nothing of the healthy one.
@@ -205,7 +212,7 @@ func TestFixCancelsSlurmJob(t *testing.T) {
 	tg := p.Hosts[0].Targets[0]
 	if tg.Kind != fix.KindCancelJob || tg.Name != l.leftoverJob || tg.PID != l.leftover.PID || tg.Finding != "leftover-process" ||
 		!slices.Contains(tg.Reasons, "shm-deleted") || tg.FreesMiB[l.leftoverGPU] != l.leftoverMiB || len(tg.FreesMiB) != 1 {
-		t.Errorf("target %+v, want cancel-job %s for PID %d freeing %d MiB on GPU %d", tg, l.leftoverJob, l.leftover.PID, l.leftoverMiB, l.leftoverGPU)
+		t.Fatalf("target %+v, want cancel-job %s for PID %d freeing %d MiB on GPU %d\n%s", tg, l.leftoverJob, l.leftover.PID, l.leftoverMiB, l.leftoverGPU, out)
 	}
 	want := fmt.Sprintf("scancel -- %s   (holds PID %d)", l.leftoverJob, l.leftover.PID)
 	if !strings.Contains(out, want) {
