@@ -31,14 +31,14 @@ import (
 // them: a holder that exits leaves the list, its memory comes back a second later.
 type slurmFixLab struct {
 	*fixLab
-	c                            *slurmtest.Cluster
-	leftoverJob, healthyJob      string
-	leftoverGPU, healthyGPU      int
-	leftoverShm, healthyShm      string
-	leftoverTicks                int64 // the leftover server's start time, while it runs
-	smi                          scenario.SMI
-	leftoverMiB, healthyMiB      int64
-	leftoverServer, healthyServe scenario.Server
+	c                             *slurmtest.Cluster
+	leftoverJob, healthyJob       string
+	leftoverGPU, healthyGPU       int
+	leftoverShm, healthyShm       string
+	leftoverTicks                 int64 // the leftover server's start time, while it runs
+	smi                           scenario.SMI
+	leftoverMiB, healthyMiB       int64
+	leftoverServer, healthyServer scenario.Server
 }
 
 func newSlurmFixLab(t *testing.T, proctrack string) *slurmFixLab {
@@ -56,11 +56,11 @@ func newSlurmFixLab(t *testing.T, proctrack string) *slurmFixLab {
 	l.healthyJob, l.healthyGPU = l.allocation(t, "current")
 	l.leftoverServer = scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", l.leftoverShm, "--tp", "1"},
 		ShmDir: l.leftoverShm, ShmFiles: 4, ShmBytes: 2 << 20, Delete: true}
-	l.healthyServe = scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", l.healthyShm, "--tp", "1"},
+	l.healthyServer = scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", l.healthyShm, "--tp", "1"},
 		ShmDir: l.healthyShm, ShmFiles: 2, ShmBytes: 1 << 20}
 	l.leftover = l.step(t, l.leftoverJob, l.leftoverServer, 0)
 	l.leftoverTicks = startTicks(l.leftover.PID)
-	l.healthy = l.step(t, l.healthyJob, l.healthyServe, 0)
+	l.healthy = l.step(t, l.healthyJob, l.healthyServer, 0)
 
 	key, pub := sshdtest.UserKey(t, l.dir, "ed25519")
 	smi := cleanSMI(2)
@@ -160,15 +160,13 @@ func startTicks(pid int) int64 {
 	return n
 }
 
-// jobState waits until Slurm says job is in one of states, failing the test after within.
-func (l *slurmFixLab) jobState(t *testing.T, job string, within time.Duration, states ...string) string {
+// waitJobState waits until Slurm says job is in state, failing the test after within.
+func (l *slurmFixLab) waitJobState(t *testing.T, job string, within time.Duration, state string) {
 	t.Helper()
-	var st string
-	l.c.WaitFor(t, "job "+job+" in "+strings.Join(states, "|"), within, func() bool {
-		st, _ = l.c.JobState(job)
-		return slices.Contains(states, st)
+	l.c.WaitFor(t, "job "+job+" "+state, within, func() bool {
+		st, _ := l.c.JobState(job)
+		return st == state
 	})
-	return st
 }
 
 // namesHealthy says where out names the healthy server's PID or its job.
@@ -184,6 +182,7 @@ func (l *slurmFixLab) namesHealthy(out string) []string {
 // cancelled, its server is gone and its memory back, the healthy job's server runs on with the
 // same PID and start time, the audit log and the host's syslog record it, and `watch --until
 // free` holds.
+//
 // The same under either process tracking: proctrack/cgroup, where the process's cgroup names
 // its job, and proctrack/linuxproc, where only its slurmstepd ancestor does.
 func TestFixCancelsSlurmJob(t *testing.T) {
@@ -251,9 +250,7 @@ func testFixCancelsSlurmJob(t *testing.T, l *slurmFixLab) {
 		t.Errorf("the healthy server %d or its job %s is named:\n%s", l.healthy.PID, l.healthyJob, strings.Join(named, "\n"))
 	}
 	// Slurm itself: the job was cancelled, the healthy one runs on, its server untouched.
-	if st := l.jobState(t, l.leftoverJob, 30*time.Second, "CANCELLED"); st != "CANCELLED" {
-		t.Errorf("job %s is %s", l.leftoverJob, st)
-	}
+	l.waitJobState(t, l.leftoverJob, 30*time.Second, "CANCELLED")
 	if q := l.c.Run(t, "squeue", "-h", "-w", "node1", "-o", "%i %T"); strings.TrimSpace(q) != l.healthyJob+" RUNNING" {
 		t.Errorf("squeue on node1: %q, want only %s RUNNING", q, l.healthyJob)
 	}
