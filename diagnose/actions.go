@@ -9,7 +9,8 @@ import (
 )
 
 // Actions: what would make a process exit, as structured commands with what each gives back.
-// Each acts only on what the evidence names: the container, pod or job the cgroup names, a
+// Each acts only on what the evidence names: the container or pod the cgroup names, the job
+// the cgroup or, without a Slurm cgroup, the nearest root-owned slurmstepd ancestor names, a
 // unit its own manager ties to the process (see stoppableUnit), or else the PID itself. Every
 // name from the host is quoted by shellArg and placed after "--". The same action built for
 // the same process by several findings is equal, Frees included, so a report can merge it.
@@ -49,11 +50,11 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 	case c.ContainerID != "" && (c.Runtime == "containerd" || c.Runtime == "cri-o" || c.Runtime == "crio"):
 		a = Action{Kind: ActionStopContainer, Target: containerName(c),
 			Steps: []Command{{Line: h.sudo(nil) + "crictl stop -- " + shellArg(c.ContainerID)}}}
-	case c.SlurmJob != "":
+	case gp.SlurmJob != "": // its cgroup's job, or its slurmstepd ancestor's (proctrack/linuxproc)
 		if ka, ok := h.slurmAction(gp); ok {
 			return ka // a stray of a job Slurm no longer runs here: its PID
 		}
-		a = Action{Kind: ActionCancelJob, Target: c.SlurmJob, Steps: []Command{{Line: "scancel -- " + shellArg(c.SlurmJob)}}}
+		a = Action{Kind: ActionCancelJob, Target: gp.SlurmJob, Steps: []Command{{Line: "scancel -- " + shellArg(gp.SlurmJob)}}}
 	case gp.State == "Z":
 		return h.zombieAction(gp)
 	default:
@@ -167,7 +168,7 @@ func (h *host) inGroup(p *parse.Process, kind ActionKind, target string) bool {
 	case ActionDeletePod:
 		return p.Cgroup.PodUID == target
 	case ActionCancelJob:
-		return p.Cgroup.SlurmJob == target
+		return h.jobOf(p) == target
 	}
 	return false
 }

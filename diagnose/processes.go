@@ -211,10 +211,7 @@ func (h *host) fillFromProc(gp *GPUProcess, p *parse.Process) {
 		gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
 	}
 	gp.Container = containerName(p.Cgroup)
-	gp.SlurmJob = p.Cgroup.SlurmJob
-	if gp.SlurmJob == "" {
-		gp.SlurmJob, _ = h.stepdAncestor(p) // process tracking without cgroups
-	}
+	gp.SlurmJob = h.jobOf(p)
 	gp.Shm = p.Shm
 }
 

@@ -107,6 +107,16 @@ func (h *host) jobNode(j *parse.SlurmJob) string {
 	return ""
 }
 
+// jobOf is the Slurm job p runs in: its cgroup's, or without a Slurm cgroup (process
+// tracking without cgroups) its nearest slurmstepd ancestor's; "" when neither names one.
+func (h *host) jobOf(p *parse.Process) string {
+	if p.Cgroup.SlurmJob != "" {
+		return p.Cgroup.SlurmJob
+	}
+	job, _ := h.stepdAncestor(p)
+	return job
+}
+
 // stepdAncestor is the job and step of p's nearest slurmstepd ancestor, at most 32 up.
 func (h *host) stepdAncestor(p *parse.Process) (job, step string) {
 	anc := h.s.Ancestors

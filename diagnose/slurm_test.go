@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,27 @@ func TestSlurmCancelOnlyForRunningJob(t *testing.T) {
 	f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
 	if f == nil || !strings.HasPrefix(f.Fix[0], "kill 20629") {
 		t.Errorf("ended: %v", f)
+	}
+}
+
+// Without a Slurm cgroup (proctrack/linuxproc) the slurmstepd ancestor names the job, and a
+// leftover of a job Slurm still runs is stopped through that job as well, the scancel freeing
+// what its processes hold; a process whose ancestors name no job gets its PID.
+func TestSlurmCancelByStepdAncestor(t *testing.T) {
+	s := slurmHost(0, runningJob("node2", 0))
+	s.Processes[0].State = "T"
+	s.Processes[0].Cgroup = parse.Cgroup{Path: "/"}
+	s.Ancestors = []parse.Ancestor{{PID: 20600, PPID: 1, UID: 0, SlurmJob: "4242", SlurmStep: "0"}}
+	f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
+	if f == nil || f.Fix[0] != "scancel -- 4242" {
+		t.Fatalf("%v", f)
+	}
+	if a := f.Actions[0]; a.Kind != ActionCancelJob || a.Target != "4242" || !slices.Equal(a.PIDs, []int{20629}) || a.Frees.GPUMiB[0] != 56_320 {
+		t.Errorf("action %+v", a)
+	}
+	s.Ancestors[0].SlurmJob, s.Ancestors[0].SlurmStep = "", ""
+	if f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess); f == nil || !strings.HasPrefix(f.Fix[0], "kill 20629") {
+		t.Errorf("no job named: %v", f)
 	}
 }
 

@@ -25,6 +25,7 @@ shift 6
 isnum() { case $1 in '' | *[!0-9]*) return 1 ;; esac; [ ${#1} -le 20 ]; }
 ishex() { case $1 in '' | *[!0-9a-f]*) return 1 ;; esac; }
 isname() { case $1 in '' | *[!A-Za-z0-9@._:-]*) return 1 ;; esac; }
+isstep() { case $1 in '' | *[!A-Za-z0-9_]*) return 1 ;; esac; }
 bad() { printf '%s bad-input %s\n' "$nonce" "$1"; exit 2; }
 ishex "$nonce" || bad nonce
 ishex "$plan" || bad plan
@@ -103,17 +104,68 @@ check() {
 	if [ "$st_state" = D ]; then why=uninterruptible; return; fi
 }
 
-# ingroup I: the process's cgroup names target I's unit, container or job.
+# ingroup I: the process's cgroup names target I's unit or container; for a job, injob.
 ingroup() {
 	eval "_pid=\$pid_$1 _kind=\$kind_$1 _name=\$name_$1"
+	if [ "$_kind" = 6 ]; then
+		injob "$_pid" "$_name"
+		return
+	fi
 	while IFS= read -r _l; do
 		case $_kind in
 		2) case $_l in */"$_name" | */"$_name"/*) return 0 ;; esac ;;
 		3 | 4 | 5) case $_l in *"$_name"*) return 0 ;; esac ;;
-		6) case $_l in */job_"$_name" | */job_"$_name"/*) return 0 ;; esac ;;
 		esac
-	done <"/proc/$_pid/cgroup" 2>/dev/null
+	done 2>/dev/null <"/proc/$_pid/cgroup"
 	return 1
+}
+
+# injob PID JOB: PID runs in Slurm job JOB, by the evidence the probe ties it with: a Slurm
+# cgroup (v1 .../slurm[_NODE]/uid_U/job_N/..., v2 ...slurmstepd.scope/job_N/...; never one
+# below a user's manager, where the user names the cgroups), or where it has none (process
+# tracking without cgroups) its nearest ancestor that is a root-owned slurmstepd whose
+# command line is "slurmstepd: [JOB.STEP]", at most 32 up.
+injob() {
+	_insl=
+	while IFS= read -r _l; do
+		case $_l in
+		*:/user.slice/user-*.slice/user@*.service/*) ;;
+		*/slurm*/job_"$2" | */slurm*/job_"$2"/* | *slurmstepd.scope/job_"$2" | *slurmstepd.scope/job_"$2"/*) return 0 ;;
+		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*) _insl=1 ;;
+		esac
+	done 2>/dev/null <"/proc/$1/cgroup"
+	[ -z "$_insl" ] || return 1
+	status_of "$1" || return 1
+	_d=0
+	while [ "$_d" -lt 32 ]; do
+		case $_pp in '' | *[!0-9]* | 0) return 1 ;; esac
+		_q=$_pp
+		status_of "$_q" || return 1
+		if [ "$_u" = 0 ] && [ "$_nm" = slurmstepd ]; then
+			_c=$(head -c 64 "/proc/$_q/cmdline" 2>/dev/null | tr '\000' ' ')
+			case $_c in "slurmstepd: ["*"]"*)
+				_c=${_c#"slurmstepd: ["}
+				_c=${_c%%"]"*}
+				_j=${_c%%.*} _s=${_c#*.}
+				if isnum "$_j" && isstep "$_s"; then
+					[ "$_j" = "$2" ]
+					return
+				fi
+				;;
+			esac
+		fi
+		_d=$((_d + 1))
+	done
+	return 1
+}
+
+# status_of PID: set _nm, _pp, _u (name, parent, real uid) from /proc/PID/status.
+status_of() {
+	_nm= _pp= _u=
+	while read -r _k _v _rest; do
+		case $_k in Name:) _nm=$_v ;; PPid:) _pp=$_v ;; Uid:) _u=$_v ;; esac
+	done 2>/dev/null <"/proc/$1/status"
+	[ -n "$_pp" ]
 }
 
 # alive I: target I's process still runs (not exited, not reaped and reused).

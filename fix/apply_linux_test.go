@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,10 +52,20 @@ func sleeper(t *testing.T) *exec.Cmd {
 	}
 	go c.Wait()
 	t.Cleanup(func() { c.Process.Kill() })
-	// Start returns once the child runs, maybe before its exec: its identity is sleep's after.
+	waitSleep(t, c.Process.Pid)
+	return c
+}
+
+// waitSleep waits until pid runs sleep. Start returns once the child runs, maybe before its
+// exec: its identity is sleep's after. The kernel names the process sleep before it has
+// written sleep's command line, which is empty until then: both are waited for.
+func waitSleep(t *testing.T, pid int) {
+	t.Helper()
 	for i := 0; ; i++ {
-		if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Process.Pid)); string(comm) == "sleep\n" {
-			return c
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if string(comm) == "sleep\n" && strings.HasPrefix(string(cmdline), "sleep\x00") {
+			return
 		}
 		if i == 500 {
 			t.Fatal("sleep did not start")
@@ -195,5 +206,160 @@ func TestApplyStopsByNameOnlyInItsGroup(t *testing.T) {
 	}
 	if b, err := os.ReadFile(calls); err == nil {
 		t.Errorf("a stop command ran: %q", b)
+	}
+}
+
+// A job is cancelled by name only while the process is in it by the evidence the probe ties it
+// with: a Slurm cgroup of that job, or where it has no Slurm cgroup its nearest root-owned
+// slurmstepd ancestor, "slurmstepd: [JOB.STEP]", naming that job. A cgroup of another job, a
+// stepd of another job or one a user owns, a cgroup below a user's manager (the user names
+// those) and one that merely ends in job_N are refused, and scancel never runs for them.
+func TestApplyCancelsOnlyInTheJob(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	root := cgroupRoot(t)
+	bin := t.TempDir()
+	calls, victim := bin+"/calls", bin+"/victim"
+	// scancel here records its arguments and ends the process the case started, as the real
+	// one would end the job's processes.
+	script := "#!/bin/sh\necho scancel \"$@\" >>" + calls + "\nkill \"$(cat " + victim + ")\"\n"
+	if err := os.WriteFile(bin+"/scancel", []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
+	for _, c := range []struct {
+		name, stepd string
+		stepdUID    int
+		cgroup      string
+		ran         bool
+	}{
+		{"stepd ancestor", "slurmstepd: [4242.0]", 0, "", true},
+		{"stepd of the batch step", "slurmstepd: [4242.batch]", 0, "", true},
+		{"stepd of another job", "slurmstepd: [4243.0]", 0, "", false},
+		{"stepd a user owns", "slurmstepd: [4242.0]", 65534, "", false},
+		{"slurm cgroup v1", "", 0, "slurm_" + own + "/uid_0/job_4242/step_0", true},
+		{"slurm cgroup v2", "", 0, own + "/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0", true},
+		{"another job's cgroup, this job's stepd", "slurmstepd: [4242.0]", 0, "slurm_" + own + "/uid_0/job_4243/step_0", false},
+		{"below a user's manager", "", 0, "user.slice/user-0.slice/user@0.service/" + own + "/slurm/uid_0/job_4242", false},
+		{"a look-alike cgroup", "", 0, own + "/job_4242", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pid := jobHolder(t, c.stepd, c.stepdUID, root, c.cgroup)
+			if err := os.WriteFile(victim, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(calls)
+			tg := identity(t, pid)
+			tg.UID = c.stepdUID
+			tg.Kind, tg.Name = KindCancelJob, "4242"
+			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeTerm)
+			ran, _ := os.ReadFile(calls)
+			if c.ran && (res[0].Outcome != Stopped || string(ran) != "scancel -- 4242\n") {
+				t.Errorf("%+v, scancel ran %q; want stopped by scancel -- 4242", res[0], ran)
+			}
+			if !c.ran && (res[0].Outcome != Refused || res[0].Detail != "not-in-job" || len(ran) > 0 || !alive(pid)) {
+				t.Errorf("%+v, scancel ran %q, alive %v; want refused not-in-job and nothing run", res[0], ran, alive(pid))
+			}
+		})
+	}
+}
+
+// cgroupRoot is a cgroup hierarchy the test may make cgroups in: v1's freezer, else v2's.
+func cgroupRoot(t *testing.T) string {
+	for _, d := range []string{"/sys/fs/cgroup/freezer", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(d + "/cgroup.procs"); err == nil && os.Geteuid() == 0 {
+			return d
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no writable cgroup hierarchy (run as root with /sys/fs/cgroup)")
+	}
+	t.Skip("SKIPPING: needs root and a cgroup hierarchy at /sys/fs/cgroup")
+	return ""
+}
+
+// jobHolder starts sleep as the child of a shell run as stepdUID in a session of its own: a
+// shell named slurmstepd whose command line is stepd when stepd is set; and puts sleep in the
+// cgroup root/cgroup (made here) when that is set. It returns sleep's PID.
+func jobHolder(t *testing.T, stepd string, stepdUID int, root, cgroup string) int {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A directory any uid may use: the shell may run as stepdUID.
+	dir, err := os.MkdirTemp("", "gt-apply-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := dir + "/pid"
+	p := exec.Command(sh, "-c", `sleep 300 & echo $! >"$0"; wait`, pidFile)
+	if stepd != "" {
+		b, err := os.ReadFile(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		named := dir + "/slurmstepd"
+		if err := os.WriteFile(named, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p.Path, p.Args[0] = named, stepd
+	}
+	p.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: uint32(stepdUID), Gid: uint32(stepdUID)}}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+	var pid int
+	for i := 0; pid == 0; i++ {
+		b, _ := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		if i == 500 {
+			t.Fatal("the shell did not start sleep")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitSleep(t, pid)
+	if cgroup != "" {
+		dir := filepath.Join(root, cgroup)
+		made := dir // the first of dir and its parents that is not there yet
+		for p := dir; p != root; p = filepath.Dir(p) {
+			if _, err := os.Stat(p); err != nil {
+				made = p
+			}
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			syscall.Kill(pid, syscall.SIGKILL)
+			for i := 0; i < 100 && alive(pid); i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+			removeCgroups(made, dir)
+		})
+		if err := os.WriteFile(dir+"/cgroup.procs", []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return pid
+}
+
+// removeCgroups removes the cgroup dir and its parents up to top, once its process is gone
+// (a killed one leaves it when its parent has reaped it).
+func removeCgroups(top, dir string) {
+	for d := dir; d == top || strings.HasPrefix(d, top+"/"); d = filepath.Dir(d) {
+		for try := 0; try < 50; try++ {
+			if err := syscall.Rmdir(d); err == nil || err != syscall.EBUSY {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
