@@ -38,13 +38,17 @@ const (
 	unitNew = "sglang-new.service"
 )
 
-func newUnitLab(t *testing.T) *unitLab {
+func newUnitLab(t *testing.T) *unitLab { return newUnitLabWith(t, false) }
+
+// newUnitLabWith varies the lab: with ignoreTerm, sglang-old's server ignores SIGTERM, as a
+// server stuck in its shutdown does (systemd would wait TimeoutStopSec, 90 s, before SIGKILL).
+func newUnitLabWith(t *testing.T, ignoreTerm bool) *unitLab {
 	sshdtest.SSHDPath(t)
 	dir := t.TempDir()
 	l := &unitLab{fixLab: &fixLab{dir: dir, state: filepath.Join(dir, "state")}}
 	var err error
 	l.old, err = systemdtest.NewServer(filepath.Join(dir, "old"), scenario.Server{Module: "sglang.launch_server",
-		Args: []string{"--model-path", "/dev/shm/Qwen3.6-27B", "--tp", "1"}, ShmDir: "/dev/shm/Qwen3.6-27B", ShmFiles: 4, ShmBytes: 2 << 20, Delete: true})
+		Args: []string{"--model-path", "/dev/shm/Qwen3.6-27B", "--tp", "1"}, ShmDir: "/dev/shm/Qwen3.6-27B", ShmFiles: 4, ShmBytes: 2 << 20, Delete: true, IgnoreTerm: ignoreTerm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,4 +274,33 @@ func (l *unitLab) restart(t *testing.T, pid int) int {
 		t.Fatalf("systemctl start: %v: %s", err, out)
 	}
 	return l.ready(t, unitOld, l.old)
+}
+
+// A unit whose server ignores SIGTERM: fix does not wait on systemd's own stop timeout (90 s,
+// longer than --wait and the session's timeout); it watches the exit itself, and --kill-after
+// sends SIGKILL to the process the plan names, after which systemd reports the unit stopped.
+func TestFixUnitKillAfter(t *testing.T) {
+	l := newUnitLabWith(t, true)
+	oldPID := l.sd.MainPID(t, unitOld)
+	start := time.Now()
+	out, errOut, code := l.fix(t, nil, "--yes", "--wait", "10s", "--kill-after", "1s", "gpu-unit")
+	t.Logf("gputriage fix --yes --wait 10s --kill-after 1s gpu-unit (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-unit: PID %d sglang\.launch_server: stopped \(after SIGKILL\) \S+ after the signal;`, oldPID))
+	if !stopped.MatchString(out) {
+		t.Errorf("output lacks the stop after SIGKILL:\n%s", out)
+	}
+	// Killed by a signal systemd did not send, the unit ends failed (result signal): stopped,
+	// and marked for whoever looks at it next.
+	l.sd.WaitFor(t, unitOld+" failed", 5*time.Second, func() bool {
+		return l.sd.Property(t, unitOld, "ActiveState") == "failed" && l.sd.Property(t, unitOld, "Result") == "signal"
+	})
+	if st, _ := l.stat(t, oldPID); st != "" {
+		t.Errorf("the leftover %d is still there (state %s)", oldPID, st)
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Result.Outcome != fix.Stopped || recs[0].Result.Detail != "sigkill" || recs[0].KillAfter != "1s" {
+		t.Errorf("audit records %+v", recs)
+	}
 }
