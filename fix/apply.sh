@@ -218,7 +218,7 @@ kindword() {
 run_stop() {
 	_rc=0
 	case $1 in
-	2) systemctl stop -- "$2" >/dev/null 2>&1 || _rc=$? ;;
+	2) systemctl stop --no-block -- "$2" >/dev/null 2>&1 || _rc=$? ;;
 	3) docker stop -- "$2" >/dev/null 2>&1 || _rc=$? ;;
 	4) podman stop -- "$2" >/dev/null 2>&1 || _rc=$? ;;
 	5) crictl stop -- "$2" >/dev/null 2>&1 || _rc=$? ;;

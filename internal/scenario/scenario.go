@@ -255,17 +255,7 @@ func start(s Server) (*Proc, error) {
 	if p.foreign {
 		p.shmDir = "" // it lives in the other mount namespace's /dev/shm
 	}
-	parts := strings.Split(s.Module, ".")
-	pkg := filepath.Join(append([]string{tmp}, parts[:len(parts)-1]...)...)
-	if err := os.MkdirAll(pkg, 0o755); err != nil {
-		return nil, p.cleanup(err)
-	}
-	for dir := pkg; dir != tmp; dir = filepath.Dir(dir) {
-		if err := os.WriteFile(filepath.Join(dir, "__init__.py"), nil, 0o644); err != nil {
-			return nil, p.cleanup(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(pkg, parts[len(parts)-1]+".py"), []byte(serverPy), 0o644); err != nil {
+	if err := WriteModule(tmp, s.Module); err != nil {
 		return nil, p.cleanup(err)
 	}
 	python := s.Python
@@ -298,23 +288,7 @@ func start(s Server) (*Proc, error) {
 	argv = append(append([]string(nil), s.Enter...), argv...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(),
-		"PYTHONPATH="+tmp,
-		"GT_SHM_DIR="+s.ShmDir,
-		"GT_SHM_FILES="+strconv.Itoa(max(s.ShmFiles, 1)),
-		"GT_SHM_BYTES="+strconv.FormatInt(max(s.ShmBytes, 1<<20), 10),
-		"GT_CHILDREN="+strconv.Itoa(s.Children),
-		"GT_READY="+ready,
-	)
-	if s.Delete {
-		cmd.Env = append(cmd.Env, "GT_DELETE=1")
-	}
-	if s.Zombie {
-		cmd.Env = append(cmd.Env, "GT_ZOMBIE=1")
-	}
-	if s.IgnoreTerm {
-		cmd.Env = append(cmd.Env, "GT_IGNORE_TERM=1")
-	}
+	cmd.Env = append(os.Environ(), s.Env(tmp, ready)...)
 	if err := cmd.Start(); err != nil {
 		return nil, p.cleanup(err)
 	}

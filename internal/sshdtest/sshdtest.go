@@ -46,10 +46,12 @@ type Config struct {
 	Addr  string // listen address, e.g. 127.0.0.21
 	Port  int
 	NetNS string // run inside this network namespace ("" = the test's own)
-	// JoinPID, when not 0, runs sshd in the PID and mount namespaces of that process instead
-	// of fresh ones (os.Getpid(): the test's own), so that its sessions see processes another
-	// manager started there: a systemd, a container engine, a Slurm daemon. It keeps its own
-	// host name and root home, but shares that namespace's /proc and /dev/shm.
+	// JoinPID, when not 0, runs sshd in the PID, mount and cgroup namespaces of that process
+	// instead of fresh ones (os.Getpid(): the test's own), so that its sessions see processes
+	// another manager started there: a systemd, a container engine, a Slurm daemon, and their
+	// cgroup paths as that manager sees them (a systemd in a cgroup namespace of its own puts
+	// its units at /system.slice/..., as on a host it boots). It keeps its own host name and
+	// root home, but shares that namespace's /proc and /dev/shm.
 	JoinPID int
 	KeyType string // host key type: ed25519 (default), ecdsa, rsa
 	// AuthorizedKeys are public key lines accepted for root.
@@ -162,7 +164,7 @@ func (s *SSHD) launch(t testing.TB) {
 		// nsenter forks sshd into the joined PID namespace; a fresh mount namespace copied
 		// from the joined one holds only the home bind. sshd dies with nsenter (pdeathsig),
 		// as it does with unshare --kill-child above.
-		argv = []string{"nsenter", "-t", strconv.Itoa(c.JoinPID), "-p", "-m", "--",
+		argv = []string{"nsenter", "-t", strconv.Itoa(c.JoinPID), "-p", "-m", "-C", "--",
 			"unshare", "-u", "-m", "--propagation", "private", "sh", "-c",
 			`hostname "$1" && mount --bind "$2" "$3" && shift 3 && exec "$@"`,
 			"sh", c.Name, home, rootHome(),
@@ -237,11 +239,12 @@ func rootHome() string {
 }
 
 // Enter is the command prefix that runs a command inside this host's PID and mount
-// namespaces (nsenter into its sshd, the namespace's PID 1; or into JoinPID's).
+// namespaces (nsenter into its sshd, the namespace's PID 1; or into JoinPID's, with its
+// cgroup namespace).
 func (s *SSHD) Enter(t testing.TB) []string {
 	t.Helper()
 	if s.JoinPID != 0 {
-		return []string{"nsenter", "-t", strconv.Itoa(s.JoinPID), "-p", "-m", "--"}
+		return []string{"nsenter", "-t", strconv.Itoa(s.JoinPID), "-p", "-m", "-C", "--"}
 	}
 	pid := s.cmd.Process.Pid
 	child := 0
