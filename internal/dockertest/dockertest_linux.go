@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -191,25 +192,43 @@ func (d *Daemon) Run(t testing.TB, name, image string, argv ...string) string {
 	return d.Docker(t, args...)
 }
 
-// WaitMapping waits up to within until the container runs and its process maps a file whose
-// path starts with prefix (a Holder that is ready), and returns that process's PID.
+// WaitMapping waits up to within until a process of the running container maps a file
+// whose path starts with prefix (a Holder that is ready), and returns its PID as the machine
+// sees it: the container's own process, or one started in it by docker exec.
 func (d *Daemon) WaitMapping(t testing.TB, name, prefix string, within time.Duration) int {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		_, st := d.Inspect(t, name)
-		if st.Running && st.Pid > 0 {
-			maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", st.Pid))
-			if bytes.Contains(maps, []byte(" "+prefix)) {
-				return st.Pid
+		id, st := d.Inspect(t, name)
+		if st.Running {
+			if pid := mapping(id, prefix); pid > 0 {
+				return pid
 			}
 		}
 		if time.Now().After(deadline) {
 			logs, _ := d.Output("logs", "--", name)
-			t.Fatalf("dockertest: %s maps no %s after %v: %+v\n%s", name, prefix, within, st, logs)
+			t.Fatalf("dockertest: no process of %s maps %s after %v: %+v\n%s", name, prefix, within, st, logs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// mapping is a process whose cgroup names the container id and that maps a file whose path
+// starts with prefix; 0 when there is none.
+func mapping(id, prefix string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		cg, err := os.ReadFile(dir + "/cgroup")
+		if err != nil || !bytes.Contains(cg, []byte("/docker/"+id)) {
+			continue
+		}
+		maps, _ := os.ReadFile(dir + "/maps")
+		if bytes.Contains(maps, []byte(" "+prefix)) {
+			pid, _ := strconv.Atoi(filepath.Base(dir))
+			return pid
+		}
+	}
+	return 0
 }
 
 // stop removes every container, stops dockerd (and with it its containerd), unmounts what
