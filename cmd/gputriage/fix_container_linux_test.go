@@ -237,3 +237,37 @@ func TestFixRefusesRestartedContainer(t *testing.T) {
 		t.Errorf("syslog %q lacks %q", l.syslog(t), want)
 	}
 }
+
+// A container that runs healthy GPU work besides the leftover is not stopped: that would end
+// the healthy server too. Here a dev container serves from its main process while an older
+// server, started in it with docker exec, outlived its weights; the leftover's PID is the
+// handle, and the container runs on with its healthy server.
+func TestFixSparesHealthyServerInSameContainer(t *testing.T) {
+	l := newCtrEngine(t)
+	l.newID = l.d.Run(t, "sglang-dev", "sglang:test", ctrServer("/dev/shm/Llama-3-8B", 2, 1<<20)...)
+	l.newPID = l.d.WaitMapping(t, "sglang-dev", "/dev/shm/Llama-3-8B/", 30*time.Second)
+	l.d.Docker(t, append([]string{"exec", "--detach", "sglang-dev"}, ctrServer(ctrOldShm, 4, 2<<20)...)...)
+	l.oldID = l.newID
+	l.oldPID = l.d.WaitMapping(t, "sglang-dev", ctrOldShm+"/", 30*time.Second)
+	l.startHost(t)
+	_, before := l.d.Inspect(t, "sglang-dev")
+	newTicks := startTicks(l.newPID)
+	out, errOut, code := l.fix(t, nil, "--yes", "gpu-ctr")
+	t.Logf("gputriage fix --yes gpu-ctr:\n%s", out)
+	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-ctr: PID %d sglang\.launch_server: stopped \S+ after the signal; nvidia-smi no longer lists it \(it held 55,286 MiB on GPU 0\)$`, l.oldPID))
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("  kill -TERM %d\n", l.oldPID)) || !stopped.MatchString(out) {
+		t.Errorf("exit %d, want 0, the leftover's kill and its stop\n%s\n%s", code, out, errOut)
+	}
+	if m := regexp.MustCompile(fmt.Sprintf(`\b%d\b|docker stop|GPU 1`, l.newPID)).FindString(out + errOut); m != "" {
+		t.Errorf("the healthy server is named or stopped (%q):\n%s\n%s", m, out, errOut)
+	}
+	if _, st := l.d.Inspect(t, "sglang-dev"); !st.Running || st.Pid != l.newPID || !st.StartedAt.Equal(before.StartedAt) || startTicks(l.newPID) != newTicks {
+		t.Errorf("sglang-dev after fix: %+v, want running as PID %d since %v", st, l.newPID, before.StartedAt)
+	}
+	if l.alive(t, l.oldPID) {
+		t.Error("the leftover runs on")
+	}
+	if recs := l.records(t); len(recs) != 1 || recs[0].Target.Kind != fix.KindKill || recs[0].Target.PID != l.oldPID || recs[0].Result.Outcome != fix.Stopped {
+		t.Errorf("audit records %+v", recs)
+	}
+}
