@@ -185,7 +185,7 @@ func TestFixStopsContainer(t *testing.T) {
 
 // A reviewed plan names the container and the process it was judged on: once the container
 // has restarted (docker restart: the same id, another process), --apply refuses it and the
-// new incarnation runs on.
+// new incarnation runs on; a plan made again applies.
 func TestFixRefusesRestartedContainer(t *testing.T) {
 	l := newCtrLab(t)
 	plan := filepath.Join(l.dir, "plan.json")
@@ -235,6 +235,27 @@ func TestFixRefusesRestartedContainer(t *testing.T) {
 	}
 	if want := fmt.Sprintf("kind=3 name=%s outcome=refused detail=%s", l.oldID, r.Result.Detail); !strings.Contains(l.syslog(t), want) {
 		t.Errorf("syslog %q lacks %q", l.syslog(t), want)
+	}
+	// Its weights deleted again, a plan made now names the new process, and --apply stops
+	// the container.
+	if err := os.RemoveAll(fmt.Sprintf("/proc/%d/root%s", again, ctrOldShm)); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-ctr"); code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	out, errOut, code = l.fix(t, nil, "--yes", "--apply", plan)
+	if stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-ctr: PID %d sglang\.launch_server: stopped `, again)); code != exitOK || !stopped.MatchString(out) {
+		t.Errorf("--apply of a fresh plan: exit %d, want 0 and PID %d stopped\n%s\n%s", code, again, out, errOut)
+	}
+	if _, st := l.d.Inspect(t, "sglang-old"); st.Running || st.Status != "exited" {
+		t.Errorf("sglang-old after the fresh plan: %+v", st)
+	}
+	if _, st := l.d.Inspect(t, "sglang-new"); !st.Running || st.Pid != l.newPID {
+		t.Errorf("sglang-new after the fresh plan: %+v", st)
+	}
+	if recs := l.records(t); len(recs) != 2 || recs[1].Target.PID != again || recs[1].Target.Name != l.oldID || recs[1].Result.Outcome != fix.Stopped {
+		t.Errorf("audit records %+v", recs)
 	}
 }
 

@@ -7,7 +7,9 @@
 // imports a static stand-in for an inference server (see ./gpuholder) as /usr/bin/python3.
 //
 // It needs root and Debian's docker.io package (dockerd, docker, containerd, runc); it
-// installs nothing. Without them it skips loudly, except under CI (CI=true), where a missing
+// installs nothing. Outside its directory the engine leaves only what it always makes there:
+// the cgroups /docker/<id> (removed with each container, the parent /docker kept), the shims'
+// sockets in /run/containerd/s (removed with them) and an empty /run/docker/plugins. Without them it skips loudly, except under CI (CI=true), where a missing
 // one is a broken .ci/run and fails. Several daemons may run at once (each in its own
 // directory); only tests import it, and only on Linux.
 package dockertest
