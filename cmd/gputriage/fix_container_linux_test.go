@@ -46,8 +46,8 @@ func newCtrLab(t *testing.T) *ctrLab {
 	l := newCtrEngine(t)
 	l.oldID = l.d.Run(t, "sglang-old", "sglang:test", ctrServer(ctrOldShm, 4, 2<<20)...)
 	l.newID = l.d.Run(t, "sglang-new", "sglang:test", ctrServer("/dev/shm/Llama-3-8B", 2, 1<<20)...)
-	l.oldPID = l.d.WaitMapping(t, "sglang-old", ctrOldShm+"/", 30*time.Second)
-	l.newPID = l.d.WaitMapping(t, "sglang-new", "/dev/shm/Llama-3-8B/", 30*time.Second)
+	l.oldPID = l.d.WaitHolder(t, "sglang-old", ctrOldShm, 4, 30*time.Second)
+	l.newPID = l.d.WaitHolder(t, "sglang-new", "/dev/shm/Llama-3-8B", 2, 30*time.Second)
 	l.startHost(t)
 	return l
 }
@@ -207,7 +207,7 @@ func TestFixRefusesRestartedContainer(t *testing.T) {
 		t.Errorf("the healthy container is in the plan (%q):\n%s", m, raw)
 	}
 	l.d.Docker(t, "restart", "--", "sglang-old")
-	again := l.d.WaitMapping(t, "sglang-old", ctrOldShm+"/", 30*time.Second)
+	again := l.d.WaitHolder(t, "sglang-old", ctrOldShm, 4, 30*time.Second)
 	againTicks := startTicks(again)
 	if err := scenario.WriteFakeSMI(l.sshd.SMIDir(), *l.smi(again)); err != nil {
 		t.Fatal(err)
@@ -266,10 +266,10 @@ func TestFixRefusesRestartedContainer(t *testing.T) {
 func TestFixSparesHealthyServerInSameContainer(t *testing.T) {
 	l := newCtrEngine(t)
 	l.newID = l.d.Run(t, "sglang-dev", "sglang:test", ctrServer("/dev/shm/Llama-3-8B", 2, 1<<20)...)
-	l.newPID = l.d.WaitMapping(t, "sglang-dev", "/dev/shm/Llama-3-8B/", 30*time.Second)
+	l.newPID = l.d.WaitHolder(t, "sglang-dev", "/dev/shm/Llama-3-8B", 2, 30*time.Second)
 	l.d.Docker(t, append([]string{"exec", "--detach", "sglang-dev"}, ctrServer(ctrOldShm, 4, 2<<20)...)...)
 	l.oldID = l.newID
-	l.oldPID = l.d.WaitMapping(t, "sglang-dev", ctrOldShm+"/", 30*time.Second)
+	l.oldPID = l.d.WaitHolder(t, "sglang-dev", ctrOldShm, 4, 30*time.Second)
 	l.startHost(t)
 	_, before := l.d.Inspect(t, "sglang-dev")
 	newTicks := startTicks(l.newPID)

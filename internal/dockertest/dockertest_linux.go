@@ -192,30 +192,33 @@ func (d *Daemon) Run(t testing.TB, name, image string, argv ...string) string {
 	return d.Docker(t, args...)
 }
 
-// WaitMapping waits up to within until a process of the running container maps a file
-// whose path starts with prefix (a Holder that is ready), and returns its PID as the machine
-// sees it: the container's own process, or one started in it by docker exec.
-func (d *Daemon) WaitMapping(t testing.TB, name, prefix string, within time.Duration) int {
+// WaitHolder waits up to within until a Holder started in the running container with
+// --model-path dir --files files is ready, and returns its PID as the machine sees it: the
+// container's own process, or one started in it by docker exec. Ready is when it maps its
+// last file: it maps them in order, and has written them all by then, so that deleting them
+// afterwards leaves it mapping every one.
+func (d *Daemon) WaitHolder(t testing.TB, name, dir string, files int, within time.Duration) int {
 	t.Helper()
+	last := HolderFile(dir, files, files)
 	deadline := time.Now().Add(within)
 	for {
 		id, st := d.Inspect(t, name)
 		if st.Running {
-			if pid := mapping(id, prefix); pid > 0 {
+			if pid := mapping(id, last); pid > 0 {
 				return pid
 			}
 		}
 		if time.Now().After(deadline) {
 			logs, _ := d.Output("logs", "--", name)
-			t.Fatalf("dockertest: no process of %s maps %s after %v: %+v\n%s", name, prefix, within, st, logs)
+			t.Fatalf("dockertest: no process of %s maps %s after %v: %+v\n%s", name, last, within, st, logs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// mapping is a process whose cgroup names the container id and that maps a file whose path
-// starts with prefix; 0 when there is none.
-func mapping(id, prefix string) int {
+// mapping is a process whose cgroup names the container id and that maps the file path; 0
+// when there is none.
+func mapping(id, path string) int {
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, dir := range dirs {
 		cg, err := os.ReadFile(dir + "/cgroup")
@@ -223,7 +226,7 @@ func mapping(id, prefix string) int {
 			continue
 		}
 		maps, _ := os.ReadFile(dir + "/maps")
-		if bytes.Contains(maps, []byte(" "+prefix)) {
+		if bytes.Contains(maps, []byte(" "+path+"\n")) || bytes.Contains(maps, []byte(" "+path+" (deleted)\n")) {
 			pid, _ := strconv.Atoi(filepath.Base(dir))
 			return pid
 		}

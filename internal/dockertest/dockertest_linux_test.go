@@ -17,7 +17,7 @@ func TestHolderInDockerCgroup(t *testing.T) {
 	d := Start(t)
 	d.Holder(t, "holder:test")
 	id := d.Run(t, "h1", "holder:test", "python3", "-m", "sglang.launch_server", "--model-path", "/dev/shm/M", "--files", "2", "--bytes", "65536")
-	pid := d.WaitMapping(t, "h1", "/dev/shm/M/model-", 30*time.Second)
+	pid := d.WaitHolder(t, "h1", "/dev/shm/M", 2, 30*time.Second)
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		t.Fatal(err)

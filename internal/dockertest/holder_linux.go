@@ -3,6 +3,7 @@ package dockertest
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,6 +53,11 @@ func (d *Daemon) Holder(t testing.TB, image string) {
 	if out, err := imp.CombinedOutput(); err != nil {
 		t.Fatalf("dockertest: docker import: %v\n%s", err, out)
 	}
+}
+
+// HolderFile is the path of a Holder's model file i (from 1) of files in dir.
+func HolderFile(dir string, i, files int) string {
+	return fmt.Sprintf("%s/model-%05d-of-%05d.safetensors", dir, i, files)
 }
 
 // holderSource is the directory of ./gpuholder, next to this file.

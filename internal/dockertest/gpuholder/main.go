@@ -46,7 +46,8 @@ func main() {
 	os.Exit(0)
 }
 
-// hold writes and maps the model files; the mappings outlive the files' deletion.
+// hold writes and maps the model files, in order (dockertest.HolderFile names them, and waits
+// for the last one's mapping); the mappings outlive the files' deletion.
 func hold(dir string, files, size int) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
