@@ -44,6 +44,12 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 	switch {
 	case c.PodUID != "":
 		a = podAction(c.PodUID)
+	case c.ContainerID != "" && h.healthyInContainer(gp):
+		// Stopping the container would end healthy GPU work too: judge the process alone.
+		if gp.State == "Z" {
+			return h.zombieAction(gp)
+		}
+		return h.killAction(gp)
 	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
 		a = Action{Kind: ActionStopContainer, Target: containerName(c),
 			Steps: []Command{{Line: c.Runtime + " stop -- " + shellArg(short(c.ContainerID))}}}

@@ -194,6 +194,31 @@ func (h *host) healthyInUnit(u unitRef, pid int) bool {
 	return false
 }
 
+// healthyInContainer reports whether GPU work other than gp that is not judged left over
+// runs in gp's container: stopping the container would stop it too (a dev container running
+// several servers, one started with docker exec), so the PID is the handle then. The index is
+// built once, after the leftovers are judged.
+func (h *host) healthyInContainer(gp *GPUProcess) bool {
+	if h.healthyContainers == nil {
+		h.healthyContainers = map[string][]int{}
+		for i := range h.procs {
+			o := &h.procs[i]
+			if _, bad := h.leftovers[o.PID]; o.Container == "" || bad || o.memMiB() <= 0 {
+				continue
+			}
+			if len(h.healthyContainers[o.Container]) < 2 {
+				h.healthyContainers[o.Container] = append(h.healthyContainers[o.Container], o.PID)
+			}
+		}
+	}
+	for _, other := range h.healthyContainers[gp.Container] {
+		if other != gp.PID {
+			return true
+		}
+	}
+	return false
+}
+
 // strayInUnit reports a process that runs in a running unit's cgroup but outside its main
 // process's tree: left behind by an earlier stop or restart of the unit (KillMode=process or
 // mixed leaves children running). It is a strong sign when the process started before the

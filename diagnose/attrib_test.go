@@ -222,6 +222,30 @@ func TestAttribution(t *testing.T) {
 			evHas:    []string{"parent: PID 3000 (/opt/sglang/bin, looks healthy)"},
 			innocent: scenario.Innocents{PIDs: []int{3010, 3011, 3012, 3013, 3014, 3015, 3016, 3017}, Commands: []*regexp.Regexp{regexp.MustCompile(`systemctl`)}},
 		},
+		{
+			name: "a leftover beside a healthy server in one container: its PID, not the container",
+			snap: func() *parse.Snapshot {
+				// A dev container (cgroupfs driver): its main process serves from GPU 1; an
+				// older server started in it by docker exec outlived its weights on GPU 0.
+				id := "4963a592eabfbc4824e5a603a50aa4b6a118f51f91f1c02280aec8437d01a97b"
+				cg := parse.ParseCgroup("4:memory:/docker/" + id + "\n0::/docker/" + id + "\n")
+				p := proc(culprit, 4990, "S", 0, "root", 3*time.Hour, "python3", "-m", "sglang.launch_server")
+				p.Cgroup = cg
+				deletedWeights(&p)
+				s := withLeftover(culprit, 0, 30_000, p)
+				v := proc(52021, 4990, "S", 0, "root", time.Hour, "python3", "-m", "sglang.launch_server")
+				v.Cgroup = cg
+				s.Processes = append(s.Processes, v)
+				s.Apps = append(s.Apps, app(52021, 1, 20_000, "python3"))
+				*s.GPUs[1].MemoryUsedMiB += 20_000
+				*s.GPUs[1].MemoryFreeMiB -= 20_000
+				return s
+			},
+			code:     CodeLeftoverProcess,
+			fix:      []string{"kill 41017"},
+			evHas:    []string{"container: docker:4963a592eabf"},
+			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`docker stop`)}},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

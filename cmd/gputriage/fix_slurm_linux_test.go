@@ -59,7 +59,7 @@ func newSlurmFixLab(t *testing.T, proctrack string) *slurmFixLab {
 	l.healthyServer = scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", l.healthyShm, "--tp", "1"},
 		ShmDir: l.healthyShm, ShmFiles: 2, ShmBytes: 1 << 20}
 	l.leftover = l.step(t, l.leftoverJob, l.leftoverServer, 0)
-	l.leftoverTicks = startTicks(l.leftover.PID)
+	l.leftoverTicks = startTicksNum(l.leftover.PID)
 	l.healthy = l.step(t, l.healthyJob, l.healthyServer, 0)
 
 	key, pub := sshdtest.UserKey(t, l.dir, "ed25519")
@@ -149,14 +149,9 @@ func (l *slurmFixLab) writeSMI(t *testing.T) {
 	}
 }
 
-// startTicks is pid's start time (field 22 of /proc/PID/stat), 0 when it is gone.
-func startTicks(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	n, _ := strconv.ParseInt(f[19], 10, 64)
+// startTicksNum is startTicks (fix_container_linux_test.go) as a number, 0 when unknown.
+func startTicksNum(pid int) int64 {
+	n, _ := strconv.ParseInt(startTicks(pid), 10, 64)
 	return n
 }
 
@@ -192,7 +187,7 @@ func TestFixCancelsSlurmJob(t *testing.T) {
 }
 
 func testFixCancelsSlurmJob(t *testing.T, l *slurmFixLab) {
-	healthyTicks := startTicks(l.healthy.PID)
+	healthyTicks := startTicksNum(l.healthy.PID)
 
 	// 1. The plan: cancel the leftover's job, nothing of the healthy one.
 	plan := filepath.Join(l.dir, "plan.json")
@@ -257,7 +252,7 @@ func testFixCancelsSlurmJob(t *testing.T, l *slurmFixLab) {
 	if l.alive(t, l.leftover.PID) {
 		t.Errorf("the leftover %d still runs", l.leftover.PID)
 	}
-	if got := startTicks(l.healthy.PID); got != healthyTicks {
+	if got := startTicksNum(l.healthy.PID); got != healthyTicks {
 		t.Errorf("the healthy server %d: start time %d, want %d (still the same process)", l.healthy.PID, got, healthyTicks)
 	}
 	l.checkRecord(t)
@@ -285,7 +280,7 @@ func (l *slurmFixLab) testOtherJobRefused(t *testing.T, raw []byte) {
 	if err := os.WriteFile(other, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	healthyTicks := startTicks(l.healthy.PID)
+	healthyTicks := startTicksNum(l.healthy.PID)
 	out, errOut, code := l.fix(t, nil, "--yes", "--apply", other)
 	want := fmt.Sprintf("node1: PID %d sglang.launch_server: refused: it is no longer in the job the plan names", l.leftover.PID)
 	if code != exitFixIncomplete || !strings.Contains(out, want) {
@@ -296,8 +291,8 @@ func (l *slurmFixLab) testOtherJobRefused(t *testing.T, raw []byte) {
 			t.Errorf("after a refused plan, job %s is %q (%v), want RUNNING", job, st, err)
 		}
 	}
-	if !l.alive(t, l.leftover.PID) || startTicks(l.healthy.PID) != healthyTicks {
-		t.Errorf("after a refused plan: leftover alive %v, healthy start time %d, want %d", l.alive(t, l.leftover.PID), startTicks(l.healthy.PID), healthyTicks)
+	if !l.alive(t, l.leftover.PID) || startTicksNum(l.healthy.PID) != healthyTicks {
+		t.Errorf("after a refused plan: leftover alive %v, healthy start time %d, want %d", l.alive(t, l.leftover.PID), startTicksNum(l.healthy.PID), healthyTicks)
 	}
 	recs := l.records(t)
 	if len(recs) != 1 || recs[0].Target.Name != l.healthyJob || recs[0].Result.Outcome != fix.Refused || recs[0].Result.Detail != "not-in-job" {
@@ -318,7 +313,7 @@ func (l *slurmFixLab) testStalePlan(t *testing.T, plan string) {
 		return err != nil
 	})
 	l.leftover = l.step(t, l.leftoverJob, l.leftoverServer, old)
-	l.leftoverTicks = startTicks(l.leftover.PID)
+	l.leftoverTicks = startTicksNum(l.leftover.PID)
 	l.writeSMI(t)
 	detail := "gone"
 	if l.leftover.PID == old {
