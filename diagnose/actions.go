@@ -42,14 +42,14 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 	}
 	var a Action
 	switch {
-	case c.PodUID != "":
-		a = podAction(c.PodUID)
-	case c.ContainerID != "" && h.healthyInContainer(gp):
-		// Stopping the container would end healthy GPU work too: judge the process alone.
+	case h.healthyBeside(gp):
+		// Stopping its container, pod or job would end healthy GPU work too: the process alone.
 		if gp.State == "Z" {
 			return h.zombieAction(gp)
 		}
 		return h.killAction(gp)
+	case c.PodUID != "":
+		a = podAction(c.PodUID)
 	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
 		a = Action{Kind: ActionStopContainer, Target: containerName(c),
 			Steps: []Command{{Line: c.Runtime + " stop -- " + shellArg(short(c.ContainerID))}}}

@@ -194,26 +194,47 @@ func (h *host) healthyInUnit(u unitRef, pid int) bool {
 	return false
 }
 
-// healthyInContainer reports whether GPU work other than gp that is not judged left over
-// runs in gp's container: stopping the container would stop it too (a dev container running
-// several servers, one started with docker exec), so the PID is the handle then. The index is
-// built once, after the leftovers are judged.
-func (h *host) healthyInContainer(gp *GPUProcess) bool {
-	if h.healthyContainers == nil {
-		h.healthyContainers = map[string][]int{}
+// groupKeys name the groups of gp that one command stops whole: its container, its pod, its
+// Slurm job.
+func (h *host) groupKeys(gp *GPUProcess) []string {
+	var ks []string
+	if gp.Container != "" {
+		ks = append(ks, "container\x00"+gp.Container)
+	}
+	if p := h.procByPID[gp.PID]; p != nil && p.Cgroup.PodUID != "" {
+		ks = append(ks, "pod\x00"+p.Cgroup.PodUID)
+	}
+	if gp.SlurmJob != "" {
+		ks = append(ks, "job\x00"+gp.SlurmJob)
+	}
+	return ks
+}
+
+// healthyBeside reports whether GPU work other than gp that is not judged left over runs in
+// one of gp's groups (groupKeys): stopping the group would stop it too (a dev container
+// running several servers, one started with docker exec; a job whose earlier step left a
+// server behind beside its running one), so the PID is the handle then. The index is built
+// once, after the leftovers are judged.
+func (h *host) healthyBeside(gp *GPUProcess) bool {
+	if h.healthyGroups == nil {
+		h.healthyGroups = map[string][]int{}
 		for i := range h.procs {
 			o := &h.procs[i]
-			if _, bad := h.leftovers[o.PID]; o.Container == "" || bad || o.memMiB() <= 0 {
+			if _, bad := h.leftovers[o.PID]; bad || o.memMiB() <= 0 {
 				continue
 			}
-			if len(h.healthyContainers[o.Container]) < 2 {
-				h.healthyContainers[o.Container] = append(h.healthyContainers[o.Container], o.PID)
+			for _, k := range h.groupKeys(o) {
+				if len(h.healthyGroups[k]) < 2 {
+					h.healthyGroups[k] = append(h.healthyGroups[k], o.PID)
+				}
 			}
 		}
 	}
-	for _, other := range h.healthyContainers[gp.Container] {
-		if other != gp.PID {
-			return true
+	for _, k := range h.groupKeys(gp) {
+		for _, other := range h.healthyGroups[k] {
+			if other != gp.PID {
+				return true
+			}
 		}
 	}
 	return false

@@ -246,6 +246,51 @@ func TestAttribution(t *testing.T) {
 			evHas:    []string{"container: docker:4963a592eabf"},
 			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`docker stop`)}},
 		},
+		{
+			name: "a leftover beside a healthy server in one Slurm job: its PID, not scancel",
+			snap: func() *parse.Snapshot {
+				// An earlier step of a running job left its server behind on GPU 0, its weights
+				// deleted; the job's current step serves from GPU 1.
+				cg := func(step string) parse.Cgroup {
+					return parse.ParseCgroup("4:memory:/slurm/uid_0/job_4242/step_" + step + "\n0::/\n")
+				}
+				p := proc(culprit, 4990, "S", 0, "root", 3*time.Hour, "python3", "-m", "sglang.launch_server")
+				p.Cgroup = cg("0")
+				deletedWeights(&p)
+				s := withLeftover(culprit, 0, 30_000, p)
+				v := proc(52021, 4990, "S", 0, "root", time.Hour, "python3", "-m", "sglang.launch_server")
+				v.Cgroup = cg("1")
+				s.Processes = append(s.Processes, v)
+				s.Apps = append(s.Apps, app(52021, 1, 20_000, "python3"))
+				*s.GPUs[1].MemoryUsedMiB += 20_000
+				*s.GPUs[1].MemoryFreeMiB -= 20_000
+				return s
+			},
+			code:     CodeLeftoverProcess,
+			fix:      []string{"kill 41017"},
+			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`)}},
+		},
+		{
+			name: "a leftover beside a healthy container in one pod: its PID, not the pod",
+			snap: func() *parse.Snapshot {
+				pod := "/kubepods.slice/kubepods-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-"
+				cg := func(id string) parse.Cgroup { return parse.ParseCgroup("0::" + pod + id + ".scope\n") }
+				p := proc(culprit, 4990, "S", 0, "root", 3*time.Hour, "python3", "-m", "sglang.launch_server")
+				p.Cgroup = cg("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+				deletedWeights(&p)
+				s := withLeftover(culprit, 0, 30_000, p)
+				v := proc(52021, 4990, "S", 0, "root", time.Hour, "python3", "-m", "sglang.launch_server")
+				v.Cgroup = cg("bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb")
+				s.Processes = append(s.Processes, v)
+				s.Apps = append(s.Apps, app(52021, 1, 20_000, "python3"))
+				*s.GPUs[1].MemoryUsedMiB += 20_000
+				*s.GPUs[1].MemoryFreeMiB -= 20_000
+				return s
+			},
+			code:     CodeLeftoverProcess,
+			fix:      []string{"kill 41017"},
+			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`)}},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

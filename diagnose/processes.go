@@ -32,8 +32,8 @@ type host struct {
 	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not
 	// left over; built on first use, after the leftovers are judged.
 	healthyUnits map[string][]int
-	// healthyContainers is the same per container (containerName).
-	healthyContainers map[string][]int
+	// healthyGroups is the same per container, pod and Slurm job (groupKeys).
+	healthyGroups map[string][]int
 
 	// oldestJobs are, per age class (see ageClass), the two oldest jobs holding GPU memory,
 	// oldest first, each by its oldest process: enough to answer "how old is the oldest other
