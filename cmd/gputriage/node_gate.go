@@ -33,12 +33,34 @@ var (
 )
 
 // idleFacts reads what diagnose.IdleGate judges: nvidia-smi's answers to the probe's
-// queries, each call bounded by smi, then /proc and /dev/shm (idleNodeFacts, Linux only).
-func idleFacts(ctx context.Context, smi time.Duration) diagnose.IdleFacts {
-	var f diagnose.IdleFacts
-	f.SMI, f.SMIUnparsed = idleSMI(ctx, smi)
-	idleNodeFacts(ctx, &f)
+// queries, each call bounded by bound, then /proc and /dev/shm (idleNodeFacts, Linux only)
+// within bound too.
+func idleFacts(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
+	smi, unparsed := idleSMI(ctx, bound)
+	f := nodeFactsWithin(ctx, bound)
+	f.SMI, f.SMIUnparsed = smi, unparsed
 	return f
+}
+
+// nodeFactsWithin runs idleNodeFacts for at most bound. A read of /proc can block for good
+// (a process stuck in the driver holds its memory map's lock, and reading its maps or its
+// command line waits for it), which no context interrupts: the read is left behind, and
+// what it would have said is doubt.
+func nodeFactsWithin(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	done := make(chan diagnose.IdleFacts, 1)
+	go func() {
+		var f diagnose.IdleFacts
+		idleNodeFacts(ctx, &f)
+		done <- f
+	}()
+	select {
+	case f := <-done:
+		return f
+	case <-ctx.Done():
+		return diagnose.IdleFacts{Unseen: []string{fmt.Sprintf("/proc and /dev/shm not read within %s", bound)}}
+	}
 }
 
 // idleSMI runs the probe's nvidia-smi queries, with its fallback and its bounds, and parses
