@@ -23,7 +23,8 @@ const (
 	idleMaxFDs        = 1 << 18
 	idleMaxMapsBytes  = 256 << 20
 	idleMaxShmEntries = 1 << 14
-	idleMaxUses       = 16 // deleted /dev/shm files and device fds kept: one is doubt enough
+	idleMaxDeleted    = 16 // deleted /dev/shm files kept: any one is doubt
+	idleMaxDevices    = 1 << 12
 )
 
 // idleNodeFacts reads, for diagnose.IdleGate, every process's fds on /dev/nvidia* and on
@@ -47,6 +48,15 @@ type procScan struct {
 	fds, maps  int
 	link, dent []byte
 	mapsBuf    []byte
+	// devices are the (PID, device) pairs seen: a driver helper holds each device many times.
+	devices map[pidTarget]bool
+	// holders are the processes holding devices, named once each.
+	holders map[int]diagnose.IdleDevice
+}
+
+type pidTarget struct {
+	pid    int
+	target string
 }
 
 // scanProcs looks at every process /proc lists: its fd links and its maps.
@@ -60,7 +70,8 @@ func scanProcs(ctx context.Context, f *diagnose.IdleFacts) error {
 	if err != nil {
 		return fmt.Errorf("reading /proc: %w", err)
 	}
-	sc := &procScan{f: f, link: make([]byte, 8192), dent: make([]byte, 16384), mapsBuf: make([]byte, 256<<10)}
+	sc := &procScan{f: f, link: make([]byte, 8192), dent: make([]byte, 16384), mapsBuf: make([]byte, 256<<10),
+		devices: map[pidTarget]bool{}, holders: map[int]diagnose.IdleDevice{}}
 	n := 0
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
@@ -135,9 +146,24 @@ func (sc *procScan) fdLink(pid int, path string) error {
 	}
 	target := string(sc.link[:n])
 	switch {
-	case strings.HasPrefix(target, "/dev/nvidia") && len(sc.f.Devices) < idleMaxUses:
-		sc.f.Devices = append(sc.f.Devices, deviceUser(pid, target))
-	case strings.HasPrefix(target, "/dev/shm/") && strings.HasSuffix(target, " (deleted)") && len(sc.f.DeletedShm) < idleMaxUses:
+	case strings.HasPrefix(target, "/dev/nvidia"):
+		key := pidTarget{pid, target}
+		if sc.devices[key] {
+			return nil
+		}
+		// Every holder must be judged: past the bound, one left out could be the culprit.
+		if len(sc.f.Devices) >= idleMaxDevices {
+			return fmt.Errorf("more than %d processes' device fds", idleMaxDevices)
+		}
+		sc.devices[key] = true
+		d, named := sc.holders[pid]
+		if !named {
+			d = deviceUser(pid)
+			sc.holders[pid] = d
+		}
+		d.Device = target
+		sc.f.Devices = append(sc.f.Devices, d)
+	case strings.HasPrefix(target, "/dev/shm/") && strings.HasSuffix(target, " (deleted)") && len(sc.f.DeletedShm) < idleMaxDeleted:
 		sc.f.DeletedShm = append(sc.f.DeletedShm, diagnose.IdleShmUse{PID: pid, Path: target})
 	}
 	return nil
@@ -145,8 +171,8 @@ func (sc *procScan) fdLink(pid int, path string) error {
 
 // deviceUser names a process holding a device as the probe does: its comm, and the first
 // argument of its command line, cut where the probe cuts it.
-func deviceUser(pid int, device string) diagnose.IdleDevice {
-	d := diagnose.IdleDevice{PID: pid, Device: device}
+func deviceUser(pid int) diagnose.IdleDevice {
+	d := diagnose.IdleDevice{PID: pid}
 	p := "/proc/" + strconv.Itoa(pid)
 	comm, err := os.ReadFile(p + "/comm")
 	if err != nil {
@@ -210,7 +236,7 @@ var shmInMaps = []byte(" /dev/shm/")
 // mapsLine keeps a mapping of a deleted /dev/shm file.
 func (sc *procScan) mapsLine(pid int, line []byte) error {
 	i := bytes.Index(line, shmInMaps)
-	if i < 0 || !bytes.HasSuffix(line, []byte(" (deleted)")) || len(sc.f.DeletedShm) >= idleMaxUses {
+	if i < 0 || !bytes.HasSuffix(line, []byte(" (deleted)")) || len(sc.f.DeletedShm) >= idleMaxDeleted {
 		return nil
 	}
 	sc.f.DeletedShm = append(sc.f.DeletedShm, diagnose.IdleShmUse{PID: pid, Path: string(line[i+1:])})

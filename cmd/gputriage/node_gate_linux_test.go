@@ -103,12 +103,15 @@ func startInBox(t *testing.T, box *nodeBox, program string) int {
 }
 
 // holdDevice is a program that holds /dev/nvidia0 open under the comm it is given.
-func holdDevice(comm string) string {
+func holdDevice(comm string) string { return holdDeviceN(comm, 1) }
+
+// holdDeviceN is holdDevice with n fds on /dev/nvidia0, as nvidia-persistenced holds many.
+func holdDeviceN(comm string, n int) string {
 	return fmt.Sprintf(`import ctypes, os, sys, time
 ctypes.CDLL(None).prctl(15, %q.encode(), 0, 0, 0)
-fd = os.open("/dev/nvidia0", os.O_RDONLY)
+fds = [os.open("/dev/nvidia0", os.O_RDONLY) for _ in range(%d)]
 print("ready", os.getpid(), flush=True)
-time.sleep(1000)`, comm)
+time.sleep(1000)`, comm, n)
 }
 
 // TestNodeCheckIdleGate runs node-check on a node box: on an idle node (nvidia-persistenced
@@ -140,6 +143,7 @@ func TestNodeCheckIdleGate(t *testing.T) {
 		name, shm, program, doubt, want string
 		smi                             func(*scenario.SMI, int)
 		stop                            bool
+		helperFirst                     bool // nvidia-persistenced, holding the device 40 times, starts first
 	}{
 		{name: "a compute app", shm: "1g", program: holdDevice("python3"), doubt: "apps:",
 			smi: func(s *scenario.SMI, pid int) {
@@ -149,7 +153,7 @@ func TestNodeCheckIdleGate(t *testing.T) {
 		{name: "ghost memory", shm: "1g", smi: func(s *scenario.SMI, _ int) { s.GPUs[1].UsedMiB = 30720 },
 			doubt: "gpu-used:", want: "gputriage: ghost-memory: "},
 		{name: "a stopped process holding GPU 0's device", shm: "1g", program: holdDevice("python3"), stop: true,
-			doubt: "device:", want: "gputriage: leftover-process: "},
+			helperFirst: true, doubt: "device:", want: "gputriage: leftover-process: "},
 		{name: "/dev/shm filled by a deleted file still mapped", shm: "64m", doubt: "shm-deleted:", want: "gputriage: shm-full: ",
 			program: `import mmap, os, time
 fd = os.open("/dev/shm/blob", os.O_RDWR | os.O_CREAT, 0o600)
@@ -164,6 +168,9 @@ time.sleep(1000)`},
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			box := newGateBox(t, c.shm)
+			if c.helperFirst {
+				startInBox(t, box, holdDeviceN("nvidia-persiste", 40))
+			}
 			pid := 0
 			if c.program != "" {
 				pid = startInBox(t, box, c.program)
