@@ -89,11 +89,14 @@ func checkIdleGate(t *testing.T, name string, s *parse.Snapshot, perr error) int
 	return passed
 }
 
-// idleCaptures are every capture to hand: the fixtures, and ../shared/corpus's nvidia-smi
-// outputs wrapped into the clean fixture in place of its own.
+// idleCaptures are every capture to hand: the fixtures; the probe's captures of the node
+// boxes of cmd/gputriage's TestNodeCheckIdleGate (testdata/idle: nvidia-persistenced and a
+// stopped process holding a GPU's device, a compute app, ghost memory, /dev/shm filled by a
+// deleted file still mapped; GPUTRIAGE_IDLE_CAPTURES=DIR writes them again); and
+// ../shared/corpus's nvidia-smi outputs wrapped into the clean fixture in place of its own.
 func idleCaptures(t testing.TB) map[string][]byte {
 	out := map[string][]byte{}
-	for _, glob := range []string{"../fixtures/*.capture", "../fixtures/v1/*.capture"} {
+	for _, glob := range []string{"../fixtures/*.capture", "../fixtures/v1/*.capture", "testdata/idle/*.capture"} {
 		paths, _ := filepath.Glob(glob)
 		for _, p := range paths {
 			b, err := os.ReadFile(p)
@@ -169,9 +172,14 @@ func TestIdleGateNeverPassesAProblem(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	clean, _ := parse.Parse(idleCaptures(t)["../fixtures/clean.capture"])
-	if d := IdleGate(idleFactsOf(clean, nil), IdleScope{}); len(d) > 0 {
-		t.Errorf("the clean fixture does not pass the gate: %v", d)
+	// The idle captures pass; those of nodes the gate must send to the probe do not.
+	for name, want := range map[string]bool{"../fixtures/clean.capture": true, "testdata/idle/idle.capture": true,
+		"testdata/idle/a-stopped-process-holding-GPU-0s-device.capture": false, "testdata/idle/ghost-memory.capture": false,
+		"testdata/idle/devshm-filled-by-a-deleted-file-still-mapped.capture": false, "testdata/idle/a-compute-app.capture": false} {
+		s, err := parse.Parse(idleCaptures(t)[name])
+		if d := IdleGate(idleFactsOf(s, err), IdleScope{}); (len(d) == 0) != want {
+			t.Errorf("%s: the gate's doubts %v; want it to pass: %v", name, d, want)
+		}
 	}
 }
 

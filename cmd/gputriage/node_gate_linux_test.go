@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/parse"
 )
 
 // newGateBox is a node box (see newNodeBox) whose /dev is its own: a tmpfs holding /dev/null,
@@ -102,6 +103,28 @@ func startInBox(t *testing.T, box *nodeBox, program string) int {
 	return pid
 }
 
+// saveBoxCapture, when GPUTRIAGE_IDLE_CAPTURES names a directory, runs the probe in box and
+// writes its capture there as NAME.capture: diagnose's TestIdleGateNeverPassesAProblem
+// checks the gate on those captures (diagnose/testdata/idle) with the others.
+func saveBoxCapture(t *testing.T, box *nodeBox, smiDir, name string) {
+	t.Helper()
+	dir := os.Getenv("GPUTRIAGE_IDLE_CAPTURES")
+	if dir == "" {
+		return
+	}
+	argv := append(box.enter(), "env", "-i", "PATH="+smiDir+":/usr/sbin:/usr/bin:/sbin:/bin", "sh", "-s")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(string(parse.ProbeInput(newNonce(), 12)))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the probe in the box: %v", err)
+	}
+	file := strings.NewReplacer(" ", "-", "/", "", "'", "").Replace(name) + ".capture"
+	if err := os.WriteFile(filepath.Join(dir, file), out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // holdDevice is a program that holds /dev/nvidia0 open under the comm it is given.
 func holdDevice(comm string) string { return holdDeviceN(comm, 1) }
 
@@ -127,6 +150,7 @@ func TestNodeCheckIdleGate(t *testing.T) {
 	t.Run("idle", func(t *testing.T) {
 		box := newGateBox(t, "1g")
 		startInBox(t, box, holdDevice("nvidia-persiste"))
+		saveBoxCapture(t, box, smiDir, "idle")
 		for _, env := range [][]string{nil, {"SLURM_SCRIPT_CONTEXT=prolog_slurmd", "SLURM_JOB_GPUS=1"}} {
 			out, stderr, code, probed := gateRun(t, box, bin, smiDir, env)
 			if code != exitOK || out != "" || probed || !strings.Contains(stderr, "idle gate: clean") {
@@ -188,6 +212,7 @@ time.sleep(1000)`},
 				c.smi(&smi, pid)
 			}
 			gateSMIDir(t, dir, smi)
+			saveBoxCapture(t, box, dir, c.name)
 			out, stderr, code, probed := gateRun(t, box, bin, dir, nil)
 			if !probed || !strings.Contains(stderr, "not proven idle") || !strings.Contains(stderr, c.doubt) {
 				t.Errorf("probe ran %v, stderr %q; want the probe run, the gate doubting with %q", probed, stderr, c.doubt)
