@@ -26,7 +26,9 @@ As the health check it judges the whole node. As a Prolog or Epilog (Slurm sets
 SLURM_SCRIPT_CONTEXT) it judges only the GPUs of the job (SLURM_JOB_GPUS, else
 CUDA_VISIBLE_DEVICES), which must be free: the Prolog refuses GPUs a process
 still holds memory on, the Epilog names what the ended job left on them. A
-Prolog or Epilog of a job without GPUs checks nothing.
+Prolog or Epilog of a job without GPUs checks nothing. An idle node is judged
+at once from nvidia-smi, /proc and /dev/shm (the idle gate); any other node is
+probed, as gputriage --local probes it.
 
 Flags:
 `
@@ -52,7 +54,7 @@ func (o *nodeCheckOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.drain, "drain", false, `when there are problems, drain the node: scontrol update state=drain reason="gputriage: ..."`)
 	fs.BoolVar(&o.resume, "resume", false, "when the node is clean and drained by gputriage (its reason starts with gputriage:), resume it; never a node drained for another reason")
 	fs.StringVar(&o.node, "node", "", "the Slurm node `NAME` to drain or resume (default $SLURMD_NODENAME, else the short host name)")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "the `DURATION` the look at the node gets: the idle gate's nvidia-smi calls and the probe together")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "the `DURATION` the probe gets (each nvidia-smi call: 40% of it); the idle gate's time comes out of it, leaving the probe at least half")
 	fs.BoolVar(&o.fullProbe, "full-probe", false, "always run the probe: skip the idle gate, which answers clean at once when it proves the node idle")
 	fs.BoolVarP(&o.verbose, "verbose", "v", false, "say on stderr which path ran (the idle gate or the probe) and why")
 }
