@@ -320,12 +320,18 @@ var driverHelpers = []string{
 }
 
 func (h *host) isDriverHelper(pid int) bool {
-	var names []string
-	if p := h.procByPID[pid]; p != nil {
-		names = append(names, p.Comm)
-		if len(p.Argv) > 0 {
-			names = append(names, path.Base(p.Argv[0]))
-		}
+	p := h.procByPID[pid]
+	if p == nil {
+		return false
+	}
+	return driverHelper(p.Comm, p.Argv)
+}
+
+// driverHelper reports whether a process of this comm and command line is a driver helper.
+func driverHelper(comm string, argv []string) bool {
+	names := []string{comm}
+	if len(argv) > 0 {
+		names = append(names, path.Base(argv[0]))
 	}
 	for _, n := range names {
 		if n == "" {

@@ -6,8 +6,11 @@
 //
 //	floor       unshare + mount + sh -c true: the namespace set-up, paid by every variant
 //	smi         the fake nvidia-smi's two queries (a real nvidia-smi costs what the driver does)
+//	go-start    gputriage --version: the Go runtime's start and exit
 //	probe       the probe alone: sh -s with the probe script, as node-check runs it
-//	node-check  gputriage node-check: probe, parse, diagnose, judge
+//	full        gputriage node-check --full-probe: probe, parse, diagnose, judge
+//	node-check  gputriage node-check: the idle gate (nvidia-smi's two queries, /proc's fds
+//	            and maps, /dev/shm), which proves this node clean without the probe
 //
 // Usage (root): go build -o /tmp/gputriage ./cmd/gputriage && go run ./bench/nodecheck /tmp/gputriage [RUNS]
 package main
@@ -19,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,9 +55,17 @@ func main() {
 	variants := []struct{ name, cmd string }{
 		{"floor", "true"},
 		{"smi", smi + " --query-gpu=index,memory.used --format=csv,nounits >/dev/null; " + smi + " --query-compute-apps=pid,used_memory --format=csv,nounits >/dev/null"},
+		{"go-start", bin + " --version >/dev/null"},
 		{"probe", "sh -s <" + probe + " >/dev/null"},
+		{"full", bin + " node-check --full-probe >/dev/null"},
 		{"node-check", bin + " node-check >/dev/null"},
 	}
+	// The gated row must be the gate's answer, not the probe's: -v says which ran.
+	if out := run(dir, bin+" node-check -v 2>&1 >/dev/null"); !strings.Contains(out, "idle gate: clean") {
+		fmt.Fprintf(os.Stderr, "node-check did not take the idle gate on the idle node: %s", out)
+		os.Exit(1)
+	}
+	fmt.Printf("load average at the start: %s", loadavg())
 	wall := map[string][]time.Duration{}
 	cpu := map[string][]time.Duration{}
 	for i := 0; i < runs; i++ {
@@ -70,12 +82,25 @@ func main() {
 	}
 }
 
-// measure runs cmd on an idle node: a new PID and mount namespace with its own /proc and an
-// empty /dev/shm, the fake nvidia-smi first on PATH.
-func measure(dir, cmd string) (wall, cpu time.Duration) {
+// run runs cmd once on an idle node and returns what it printed.
+func run(dir, cmd string) string {
+	c := idleNode(dir, cmd)
+	out, _ := c.CombinedOutput()
+	return string(out)
+}
+
+// idleNode is cmd to run on an idle node: a new PID and mount namespace with its own /proc
+// and an empty /dev/shm, the fake nvidia-smi first on PATH.
+func idleNode(dir, cmd string) *exec.Cmd {
 	c := exec.Command("unshare", "-p", "-m", "-f", "--mount-proc", "sh", "-c",
 		"mount -t tmpfs -o size=1g tmpfs /dev/shm && "+cmd)
 	c.Env = []string{"PATH=" + dir + ":/usr/sbin:/usr/bin:/sbin:/bin", "SLURMD_NODENAME=node1"}
+	return c
+}
+
+// measure runs cmd on an idle node and returns its wall and CPU time.
+func measure(dir, cmd string) (wall, cpu time.Duration) {
+	c := idleNode(dir, cmd)
 	start := time.Now()
 	out, err := c.CombinedOutput()
 	wall = time.Since(start)

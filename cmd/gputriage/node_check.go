@@ -26,7 +26,9 @@ As the health check it judges the whole node. As a Prolog or Epilog (Slurm sets
 SLURM_SCRIPT_CONTEXT) it judges only the GPUs of the job (SLURM_JOB_GPUS, else
 CUDA_VISIBLE_DEVICES), which must be free: the Prolog refuses GPUs a process
 still holds memory on, the Epilog names what the ended job left on them. A
-Prolog or Epilog of a job without GPUs checks nothing.
+Prolog or Epilog of a job without GPUs checks nothing. An idle node is judged
+at once from nvidia-smi, /proc and /dev/shm (the idle gate); any other node is
+probed, as gputriage --local probes it.
 
 Flags:
 `
@@ -42,6 +44,8 @@ Exit status:
 // nodeCheckOptions are node-check's flags.
 type nodeCheckOptions struct {
 	drain, resume bool
+	fullProbe     bool
+	verbose       bool
 	node          string
 	timeout       time.Duration
 }
@@ -50,7 +54,9 @@ func (o *nodeCheckOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.drain, "drain", false, `when there are problems, drain the node: scontrol update state=drain reason="gputriage: ..."`)
 	fs.BoolVar(&o.resume, "resume", false, "when the node is clean and drained by gputriage (its reason starts with gputriage:), resume it; never a node drained for another reason")
 	fs.StringVar(&o.node, "node", "", "the Slurm node `NAME` to drain or resume (default $SLURMD_NODENAME, else the short host name)")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "the `DURATION` the probe gets")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "the `DURATION` the probe gets (each nvidia-smi call: 40% of it); the idle gate's time comes out of it, leaving the probe at least half")
+	fs.BoolVar(&o.fullProbe, "full-probe", false, "always run the probe: skip the idle gate, which answers clean at once when it proves the node idle")
+	fs.BoolVarP(&o.verbose, "verbose", "v", false, "say on stderr which path ran (the idle gate or the probe) and why")
 }
 
 // slurmPATH is the PATH node-check uses when it has none: Slurm gives its health check,
@@ -87,21 +93,10 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if job && e.getenv("SLURM_JOB_GPUS") == "" && e.getenv("CUDA_VISIBLE_DEVICES") == "" {
 		return exitOK, nil // a job without GPUs: nothing of gputriage's to check
 	}
-	h := localHost(ctx, nc.timeout)
-	if h.Err != nil {
-		fmt.Fprintf(e.stdout, "gputriage: node-check: the probe failed (%s: %s): %s\n",
-			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
-		return exitHostsFailed, nil
+	problems, code, err := nc.judge(ctx, e, job)
+	if code != exitOK || err != nil {
+		return code, err
 	}
-	scope := diagnose.NodeScope{}
-	if job {
-		gpus, missing, err := diagnose.JobGPUs(h.Snapshot, e.getenv("SLURM_JOB_GPUS"), e.getenv("CUDA_VISIBLE_DEVICES"))
-		if err != nil {
-			return exitUsage, usagef("node-check: %v", err)
-		}
-		scope = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true}
-	}
-	problems := diagnose.CheckNode(h.Result, scope)
 	for _, p := range problems {
 		fmt.Fprintf(e.stdout, "gputriage: %s: %s\n", report.Sanitize(p.Code), report.Sanitize(report.MaskSecrets(p.Title)))
 	}
@@ -119,6 +114,48 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 		return exitFindings, nil
 	}
 	return exitOK, nil
+}
+
+// judge looks at this node and returns its problems: none at once when the idle gate proves
+// the node clean, else those CheckNode finds on the probe. A failed probe, or a job's GPU
+// list that is not one, is an exit code other than exitOK, with nothing judged.
+func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) ([]diagnose.NodeProblem, int, error) {
+	scope := diagnose.IdleScope{Job: job, SlurmGPUs: e.getenv("SLURM_JOB_GPUS"), CUDAVisible: e.getenv("CUDA_VISIBLE_DEVICES")}
+	timeout := nc.timeout
+	if !nc.fullProbe {
+		start := time.Now()
+		doubts := diagnose.IdleGate(idleFacts(ctx, time.Duration(smiSeconds(timeout))*time.Second), scope)
+		took := time.Since(start).Round(time.Millisecond)
+		if len(doubts) == 0 {
+			nc.debugf(e, "idle gate: clean in %s, without the probe: no compute app, no GPU memory in use, only driver helpers on the GPUs' devices, no deleted /dev/shm file held, /dev/shm neither full nor holding 64 MiB", took)
+			return nil, exitOK, nil
+		}
+		nc.debugf(e, "idle gate: not proven idle in %s (%s): running the probe", took, report.MaskSecrets(doubts[0].String()))
+		// The gate's time comes out of the probe's, which keeps at least half of it.
+		timeout = max(timeout-time.Since(start), timeout/2)
+	}
+	h := localHost(ctx, timeout)
+	if h.Err != nil {
+		fmt.Fprintf(e.stdout, "gputriage: node-check: the probe failed (%s: %s): %s\n",
+			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
+		return nil, exitHostsFailed, nil
+	}
+	ns := diagnose.NodeScope{}
+	if job {
+		gpus, missing, err := diagnose.JobGPUs(h.Snapshot, scope.SlurmGPUs, scope.CUDAVisible)
+		if err != nil {
+			return nil, exitUsage, usagef("node-check: %v", err)
+		}
+		ns = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true}
+	}
+	return diagnose.CheckNode(h.Result, ns), exitOK, nil
+}
+
+// debugf says on stderr, under -v, what node-check did: which path ran and why.
+func (nc nodeCheckOptions) debugf(e *env, format string, args ...any) {
+	if nc.verbose {
+		fmt.Fprintf(e.stderr, "gputriage: node-check: %s\n", report.Sanitize(fmt.Sprintf(format, args...)))
+	}
 }
 
 // nodeName is the Slurm node name to act on: --node, else SLURMD_NODENAME, else the short

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/parse"
+)
+
+// node-check's idle gate: before the probe, node-check asks nvidia-smi exactly what the
+// probe asks it and looks at /proc and /dev/shm for the few things a warning could rest on
+// (idleFacts); diagnose.IdleGate decides whether any finding could fire. Only when it proves
+// none can does node-check answer clean without the probe. The probe stays the one source
+// of every capture: the gate makes none, and judges nothing it does not prove.
+
+// gpuBaseFields and the query arguments are the probe's (parse/probe.sh): the gate's answers
+// must be the answers the probe would get.
+const gpuBaseFields = "index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,compute_mode,driver_version"
+
+var (
+	smiGPUArgs      = []string{"--query-gpu=" + gpuBaseFields + ",memory.reserved,mig.mode.current,minor_number", "--format=csv,nounits"}
+	smiGPUBasicArgs = []string{"--query-gpu=" + gpuBaseFields, "--format=csv,nounits"}
+	smiAppsArgs     = []string{"--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,nounits"}
+	// smiDirs are where the probe looks for nvidia-smi when PATH lacks it, in its order.
+	smiDirs = []string{"/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/opt/nvidia/bin", "/usr/lib/wsl/lib"}
+)
+
+// idleFacts reads what diagnose.IdleGate judges: nvidia-smi's answers to the probe's
+// queries, each call bounded by bound, then /proc and /dev/shm (idleNodeFacts, Linux only)
+// within bound too.
+func idleFacts(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
+	smi, unparsed := idleSMI(ctx, bound)
+	f := nodeFactsWithin(ctx, bound)
+	f.SMI, f.SMIUnparsed = smi, unparsed
+	return f
+}
+
+// nodeFactsWithin runs idleNodeFacts for at most bound. A read of /proc can block for good
+// (a process stuck in the driver holds its memory map's lock, and reading its maps or its
+// command line waits for it), which no context interrupts: the read is left behind, and
+// what it would have said is doubt.
+func nodeFactsWithin(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	done := make(chan diagnose.IdleFacts, 1)
+	go func() {
+		var f diagnose.IdleFacts
+		idleNodeFacts(ctx, &f)
+		done <- f
+	}()
+	select {
+	case f := <-done:
+		return f
+	case <-ctx.Done():
+		return diagnose.IdleFacts{Unseen: []string{fmt.Sprintf("/proc and /dev/shm not read within %s", bound)}}
+	}
+}
+
+// idleSMI runs the probe's nvidia-smi queries, with its fallback and its bounds, and parses
+// the answers as the probe's sections: a capture holding only those, under a nonce of its
+// own, goes through parse.Parse like any other.
+func idleSMI(ctx context.Context, bound time.Duration) (*parse.Snapshot, bool) {
+	nonce := newNonce()
+	var b strings.Builder
+	b.WriteString(parse.CaptureHeader(nonce))
+	smi := findSMI()
+	if smi == "" {
+		// The probe's own words, so that parse classifies it the same way.
+		fmt.Fprintf(&b, "@@gputriage %s begin smi-gpu limit=1048576\nnvidia-smi: not found on PATH or in %s\n@@gputriage %s rc=127\n@@gputriage %s end smi-gpu\n",
+			nonce, strings.Join(smiDirs, ", "), nonce, nonce)
+	} else {
+		out, rc := runSMI(ctx, bound, smi, smiGPUArgs)
+		smiSection(&b, nonce, "smi-gpu", out, rc)
+		if strings.Contains(out, "not a valid field") {
+			out, rc = runSMI(ctx, bound, smi, smiGPUBasicArgs)
+			smiSection(&b, nonce, "smi-gpu-basic", out, rc)
+		}
+		if rc != 124 && rc != 137 {
+			out, rc = runSMI(ctx, bound, smi, smiAppsArgs)
+			smiSection(&b, nonce, "smi-apps", out, rc)
+		}
+	}
+	fmt.Fprintf(&b, "@@gputriage %s done\n", nonce)
+	s, err := parse.Parse([]byte(b.String()))
+	return s, err != nil
+}
+
+// findSMI finds nvidia-smi as the probe does: on PATH (with the directories it adds), else in
+// the driver's usual directories.
+func findSMI() string {
+	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), "/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin") {
+		if dir == "" {
+			continue
+		}
+		if p := filepath.Join(dir, "nvidia-smi"); isExecutable(p) {
+			return p
+		}
+	}
+	for _, dir := range smiDirs {
+		if p := filepath.Join(dir, "nvidia-smi"); isExecutable(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
+}
+
+// smiSectionLimit bounds each nvidia-smi answer as the probe's sections do.
+const smiSectionLimit = 1 << 20
+
+// runSMI runs one nvidia-smi query as the probe does (LC_ALL=C, stdout and stderr as one
+// stream, at most the section's bound kept) for at most bound; rc is its exit status, 124
+// when the bound stopped it (as timeout(1) says) and 127 when it could not start.
+func runSMI(ctx context.Context, bound time.Duration, smi string, args []string) (string, int) {
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, smi, args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	out := &capWriter{limit: smiSectionLimit + 64}
+	cmd.Stdout, cmd.Stderr = out, out // one pipe for both, as 2>&1
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		return out.buf.String(), 124
+	case errors.As(err, &exit):
+		return out.buf.String(), exit.ExitCode()
+	case err != nil:
+		return err.Error(), 127
+	}
+	return out.buf.String(), 0
+}
+
+// smiSection writes one answer as the probe's capsec would: the output and its rc trailer
+// cut together at the bound (a cut trailer is how a reader knows the section was cut), and
+// the shell's $(...) dropping trailing newlines.
+func smiSection(b *strings.Builder, nonce, name, out string, rc int) {
+	stream := fmt.Sprintf("%s\n@@gputriage %s rc=%d\n", out, nonce, rc)
+	if len(stream) > smiSectionLimit+64 {
+		stream = stream[:smiSectionLimit+64]
+	}
+	fmt.Fprintf(b, "@@gputriage %s begin %s limit=%d\n%s\n@@gputriage %s end %s\n",
+		nonce, name, smiSectionLimit, strings.TrimRight(stream, "\n"), nonce, name)
+}
