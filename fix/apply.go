@@ -93,6 +93,9 @@ const (
 	MemoryHeld   Outcome = "memory-held"   // it exited, nvidia-smi still lists it
 	StillRunning Outcome = "still-running" // signalled, still running when the watch ended
 	Refused      Outcome = "refused"       // not signalled: Detail says why
+	// Unconfirmed: signalled (or its stop command run), but the session ended before the
+	// script said what became of it.
+	Unconfirmed Outcome = "unconfirmed"
 )
 
 // Result is one target's outcome on the host.
@@ -111,40 +114,74 @@ type Result struct {
 }
 
 // ParseResults reads the apply script's output for n targets. Lines without the nonce are
-// not the script's and are skipped; a target without a result line is an error.
+// not the script's and are skipped. A target with an "acted" line but no result (the session
+// ended during the watch) is Unconfirmed when it was signalled, Refused when it was refused; a
+// target with neither is an error.
 func ParseResults(out []byte, nonce string, n int) ([]Result, error) {
 	res := make([]Result, n)
-	seen := make([]bool, n)
-	done := false
+	seen := make([]bool, n)  // a result line
+	acted := make([]bool, n) // an acted line
 	for line := range bytes.Lines(out) {
 		f := strings.Fields(string(line))
 		if len(f) < 2 || f[0] != nonce {
 			continue
 		}
 		switch {
-		case f[1] == "done" && len(f) == 2:
-			done = true
 		case f[1] == "bad-input":
 			return nil, fmt.Errorf("apply script refused its input: %q", strings.Join(f[2:], " "))
 		case f[1] == "result" && len(f) == 9:
-			i, err := strconv.Atoi(f[2])
-			if err != nil || i < 0 || i >= n || seen[i] {
+			i, err := targetIndex(f[2], n, seen)
+			if err != nil {
 				return nil, fmt.Errorf("apply script: bad result line %q", line)
 			}
 			seen[i] = true
-			r, err := parseResult(f[3:])
-			if err != nil {
+			if res[i], err = parseResult(f[3:]); err != nil {
 				return nil, fmt.Errorf("apply script: %v: %q", err, line)
 			}
-			res[i] = r
+		case f[1] == "acted" && len(f) == 6:
+			i, err := targetIndex(f[2], n, acted)
+			if err != nil || !seen[i] && parseActed(&res[i], f[3:]) != nil {
+				return nil, fmt.Errorf("apply script: bad acted line %q", line)
+			}
+			acted[i] = true
 		}
 	}
-	for i, ok := range seen {
-		if !ok {
-			return res, fmt.Errorf("apply script: no result for target %d (done %v)", i, done)
+	for i := range seen {
+		if !seen[i] && !acted[i] {
+			return res, fmt.Errorf("apply script: no result for target %d", i)
 		}
 	}
 	return res, nil
+}
+
+// targetIndex reads a target's index, which must be below n and not yet in done.
+func targetIndex(s string, n int, done []bool) (int, error) {
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 || i >= n || done[i] {
+		return 0, fmt.Errorf("bad index %q", s)
+	}
+	return i, nil
+}
+
+// parseActed reads "PID signalled|refused DETAIL" into r, for a target whose result line has
+// not come (yet).
+func parseActed(r *Result, f []string) error {
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return fmt.Errorf("bad pid")
+	}
+	*r = Result{PID: pid, Outcome: Unconfirmed}
+	switch f[1] {
+	case "signalled":
+	case "refused":
+		r.Outcome = Refused
+	default:
+		return fmt.Errorf("unknown action")
+	}
+	if f[2] != "-" {
+		r.Detail = f[2]
+	}
+	return nil
 }
 
 func parseResult(f []string) (Result, error) {

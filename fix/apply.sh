@@ -11,9 +11,10 @@
 # with a shell builtin right before kill: what remains is the window between that read and the
 # kill(2) of the builtin, in which the PID would have to exit and be reused.
 #
-# Output: one line per target, "NONCE result INDEX PID OUTCOME DETAIL SIGNAL_CS EXIT_CS
-# RELEASE_CS", the times in centiseconds since the script started ("-" when none), and one
-# "NONCE done" line at the end. MODE 1 sends SIGTERM (with SIGCONT to a stopped process),
+# Output: at once after acting on each target, "NONCE acted INDEX PID signalled|refused
+# DETAIL", so that a session cut during the watch still says what was done; then one line per
+# target, "NONCE result INDEX PID OUTCOME DETAIL SIGNAL_CS EXIT_CS RELEASE_CS", the times in
+# centiseconds since the script started ("-" when none), and one "NONCE done" line at the end. MODE 1 sends SIGTERM (with SIGCONT to a stopped process),
 # watches for up to WAIT seconds and, when KILLAFTER is not 0, sends SIGKILL to what is still
 # running KILLAFTER seconds after SIGTERM; MODE 2 sends SIGKILL at once (the operator asked
 # for it after a MODE 1 run left targets running).
@@ -241,8 +242,9 @@ done
 i=0
 while [ $i -lt $n ]; do
 	act $i
-	eval "out_$i=\$outcome det_$i=\$detail"
+	eval "out_$i=\$outcome det_$i=\$detail _p=\$pid_$i"
 	[ "$outcome" = signalled ] && eval "sig_$i=$(since)"
+	printf '%s acted %s %s %s %s\n' "$nonce" "$i" "$_p" "$outcome" "$detail"
 	i=$((i + 1))
 done
 

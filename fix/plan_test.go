@@ -85,3 +85,23 @@ func TestPlanJSONRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// A session cut during the watch leaves "acted" lines without results: signalled targets are
+// unconfirmed, refused ones refused; a target the host said nothing of is an error.
+func TestParseResultsActedOnly(t *testing.T) {
+	out := []byte("n1 acted 0 4242 signalled -\nn1 acted 1 4343 refused start-time-differs\nother acted 2 1 signalled -\n")
+	res, err := ParseResults(out, "n1", 2)
+	if err != nil || res[0].Outcome != Unconfirmed || res[0].PID != 4242 || res[1].Outcome != Refused || res[1].Detail != "start-time-differs" {
+		t.Errorf("ParseResults = %+v, %v", res, err)
+	}
+	out = append(out, "n1 result 0 4242 stopped - 1 20 30\n"...)
+	if res, err := ParseResults(out, "n1", 2); err != nil || res[0].Outcome != Stopped {
+		t.Errorf("a result after its acted line: %+v, %v; want stopped", res, err)
+	}
+	if _, err := ParseResults(out, "n1", 3); err == nil {
+		t.Error("a target the host said nothing of: no error")
+	}
+	if _, err := ParseResults([]byte("n1 acted 0 4242 signalled -\nn1 acted 0 4242 signalled -\n"), "n1", 1); err == nil {
+		t.Error("a repeated acted line: no error")
+	}
+}

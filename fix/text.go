@@ -108,6 +108,12 @@ func WriteResult(w io.Writer, host string, t Target, r Result, sudo bool, clean 
 		fmt.Fprintf(w, "%s: still running after SIGTERM%s\n", head, via(r))
 	case Refused:
 		fmt.Fprintf(w, "%s: refused: %s\n", head, refusal(r.Detail, sudo))
+	case Unconfirmed:
+		did := "signalled"
+		if r.Detail == "no-answer" {
+			did = "perhaps signalled"
+		}
+		fmt.Fprintf(w, "%s: %s; what became of it is not known: gputriage watch %s --until free\n", head, did, clean(host))
 	}
 }
 

@@ -324,6 +324,11 @@ type hostRun struct {
 	hp      fix.HostPlan
 	results []fix.Result
 	err     error
+	// unknown: err came after the plan was sent and before the script said anything, so
+	// targets may have been signalled; cut: the session ended after the script said what it
+	// did (results hold it), before it said what became of everything.
+	unknown bool
+	cut     error
 	// released: watch saw the memory of every stopped target come back (false when it did
 	// not, or did not watch: a host the probe before acting missed).
 	released bool
@@ -432,11 +437,16 @@ func (f *fixOptions) runHost(ctx context.Context, o *options, planID string, hp 
 	}
 	sopt.Command, sopt.Stdin, sopt.MaxOutput, sopt.Fanout = probeCommand(o.ssh.sudo), in, 1<<20, 1
 	res := sshexec.Run(ctx, []sshexec.Target{target}, sopt)[0]
-	if res.Err != nil && res.Err.Kind != sshexec.KindExit {
-		r.err = res.Err
-		return r
-	}
 	r.results, r.err = fix.ParseResults(res.Stdout, nonce, len(hp.Targets))
+	if res.Err != nil && res.Err.Kind != sshexec.KindExit {
+		// Cut short: what the script said it did stands; with no word from it, once the plan
+		// was on its way, nobody knows.
+		if r.err == nil {
+			r.cut = res.Err
+		} else {
+			r.results, r.err, r.unknown = nil, res.Err, res.Err.Phase == sshexec.PhaseProbe
+		}
+	}
 	return r
 }
 
@@ -456,9 +466,20 @@ func (f *fixOptions) resolve(o *options, label string, e *env) (sshexec.Target, 
 // report prints one host's results and appends them to the audit log.
 func (f *fixOptions) report(o *options, planID string, mode fix.Mode, r hostRun, e *env) {
 	host := r.hp.Host
-	if r.err != nil {
+	switch {
+	case r.err != nil && !r.unknown:
 		fmt.Fprintf(e.stdout, "%s: not applied: %s\n", report.Sanitize(host), report.Sanitize(r.err.Error()))
 		return
+	case r.err != nil:
+		fmt.Fprintf(e.stdout, "%s: outcome unknown: the session ended after the plan was sent (%s), before the host said what it did: "+
+			"targets may have been signalled; see the audit log, and gputriage %s\n",
+			report.Sanitize(host), report.Sanitize(r.err.Error()), report.Sanitize(host))
+		for _, t := range r.hp.Targets {
+			r.results = append(r.results, fix.Result{PID: t.PID, Outcome: fix.Unconfirmed, Detail: "no-answer"})
+		}
+	case r.cut != nil:
+		fmt.Fprintf(e.stdout, "%s: the session ended before the watch did (%s); what the host said it did:\n",
+			report.Sanitize(host), report.Sanitize(r.cut.Error()))
 	}
 	signal, killAfter := "SIGTERM", ""
 	if mode == fix.ModeKill {
