@@ -174,6 +174,13 @@ func TestNodeCheckIdleGate(t *testing.T) {
 				s.GPUs[0].UsedMiB = 40000
 				s.Apps = []scenario.App{{PID: pid, GPUUUID: s.GPUs[0].UUID, UsedMiB: 39990, Name: "python3"}}
 			}, want: ""},
+		// Anyone may name a process as a driver helper is named: one that nvidia-smi lists
+		// holding memory is judged as any other, here left over (stopped).
+		{name: "a stopped compute app named nvidia-smi", shm: "1g", program: holdDevice("nvidia-smi"), stop: true, doubt: "apps:",
+			smi: func(s *scenario.SMI, pid int) {
+				s.GPUs[0].UsedMiB = 40000
+				s.Apps = []scenario.App{{PID: pid, GPUUUID: s.GPUs[0].UUID, UsedMiB: 39990, Name: "nvidia-smi"}}
+			}, want: "gputriage: leftover-process: "},
 		{name: "ghost memory", shm: "1g", smi: func(s *scenario.SMI, _ int) { s.GPUs[1].UsedMiB = 30720 },
 			doubt: "gpu-used:", want: "gputriage: ghost-memory: "},
 		{name: "a stopped process holding GPU 0's device", shm: "1g", program: holdDevice("python3"), stop: true,
