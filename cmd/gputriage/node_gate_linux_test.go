@@ -257,3 +257,39 @@ func mustReadlink(p string) string {
 	s, _ := os.Readlink(p)
 	return s
 }
+
+// TestNodeCheckIdleGateShmEntriesBounded: a user fills a directory of /dev/shm with empty
+// files (no bytes: tmpfs bounds only their inodes) of long names. The gate stops at its bound
+// of entries and doubts, the probe runs; what the gate holds of the listing stays within a
+// few batches of names, never the whole directory.
+func TestNodeCheckIdleGateShmEntriesBounded(t *testing.T) {
+	bin := buildGputriage(t)
+	dir := t.TempDir()
+	gateSMIDir(t, dir, *cleanSMI(2))
+	box := newGateBox(t, "1g")
+	const files = 400000
+	startInBox(t, box, fmt.Sprintf(`import os, time
+d = "/dev/shm/many"
+os.mkdir(d)
+for i in range(%d):
+    os.close(os.open("%%s/%%0200d" %% (d, i), os.O_CREAT | os.O_WRONLY, 0o600))
+print("ready", os.getpid(), flush=True)
+time.sleep(1000)`, files))
+	argv := append(box.enter(), "env", "-i", "PATH="+dir+":/usr/sbin:/usr/bin:/sbin:/bin", "SLURMD_NODENAME=node1", bin, "node-check", "-v")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	cmd.Run()
+	if !strings.Contains(errb.String(), "shm") || !strings.Contains(errb.String(), "not proven idle") {
+		t.Errorf("stderr %q; want the gate doubting /dev/shm's listing", errb.String())
+	}
+	// The largest of node-check and the processes it waited for. The probe's capture of the
+	// listing is cut at its 8 MiB bound: node-check peaks near 60 MiB whatever the directory
+	// holds. The gate reading all 400,000 names (86 MB of them) first took it to 140 MiB, and
+	// on without bound as the directory grows.
+	maxRSS := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss << 10
+	t.Logf("largest resident set: %d MiB", maxRSS>>20)
+	if limit := int64(96 << 20); maxRSS > limit {
+		t.Errorf("largest resident set %d MiB, want at most %d MiB: the gate read the whole directory", maxRSS>>20, limit>>20)
+	}
+}
