@@ -141,8 +141,9 @@ time.sleep(1000)`, comm, n)
 // TestNodeCheckIdleGate runs node-check on a node box: on an idle node (nvidia-persistenced
 // holding a GPU's device is idle) it answers clean at once, without the probe, and says so
 // under -v, and the probe, forced, agrees; with a compute app, ghost memory, a stopped
-// process holding a GPU's device, or /dev/shm filled by a deleted file still mapped, it runs
-// the probe, which then reports what the gate could not rule out.
+// process holding a GPU's device, a stopped compute app that took a driver helper's name, or
+// /dev/shm filled by a deleted file still mapped, it runs the probe, which then reports what
+// the gate could not rule out.
 func TestNodeCheckIdleGate(t *testing.T) {
 	bin := buildGputriage(t)
 	smiDir := t.TempDir()
