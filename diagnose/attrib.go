@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,13 +161,34 @@ func (h *host) servedUnit(gp *GPUProcess) (unitRef, bool) {
 }
 
 // stoppableUnit is the unit whose stop would end gp, when the evidence ties them: the unit gp
-// serves (servedUnit), when no other GPU work in it looks healthy.
+// serves (servedUnit), whose main process runs as gp's own user, when no other GPU work in it
+// looks healthy. A service that starts its users' work as those users (a notebook hub, a batch
+// system's starter) is vouched for by its manager, not what a user runs below it, and that
+// user can make their own process look left over (SIGSTOP): stopping the service for it would
+// end everyone's work there, so such a process gets its PID.
 func (h *host) stoppableUnit(gp *GPUProcess) (unitRef, bool) {
 	u, ok := h.servedUnit(gp)
 	if !ok || h.healthyInUnit(u, gp.PID) {
 		return unitRef{}, false
 	}
+	main := h.uidOf(*h.unitState(u).MainPID)
+	if gp.UID == nil || main == nil || *gp.UID != *main {
+		return unitRef{}, false
+	}
 	return u, true
+}
+
+// uidOf is pid's real uid as the probe read it (its own record, or the ancestors it walked);
+// nil when unknown.
+func (h *host) uidOf(pid int) *int {
+	if p := h.procByPID[pid]; p != nil && p.UID != nil {
+		return p.UID
+	}
+	anc := h.s.Ancestors
+	if i, ok := slices.BinarySearchFunc(anc, pid, func(a parse.Ancestor, pid int) int { return a.PID - pid }); ok {
+		return &anc[i].UID
+	}
+	return nil
 }
 
 // healthyInUnit reports whether GPU work other than pid that is not judged left over runs in

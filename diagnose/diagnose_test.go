@@ -88,6 +88,18 @@ func TestDiagnoseScenarios(t *testing.T) {
 			return s
 		}
 	}
+	// orphanOldSpawned is orphanOld with the other work another user's, run in a system unit
+	// on their behalf: a Slurm job under cgroup/v2 (slurmstepd.scope), a notebook hub's
+	// spawner's unit. That user chose when it started, as with work started by hand.
+	orphanOldSpawned := func(cg parse.Cgroup) func() *parse.Snapshot {
+		return func() *parse.Snapshot {
+			s := orphanOld()
+			w := &s.Processes[len(s.Processes)-1]
+			w.UID, w.User, w.Cgroup = ip(1001), "mallory", cg
+			s.Units = s.Units[:len(s.Units)-1]
+			return s
+		}
+	}
 	handWorkers := func() *parse.Snapshot {
 		// Two spawn workers of a launcher that holds no GPU device, so the probe did not
 		// describe it: one job, not two.
@@ -319,6 +331,19 @@ func TestDiagnoseScenarios(t *testing.T) {
 			// healthy long-running server look abandoned.
 			name: "orphaned and much older than another user's work",
 			snap: orphanOldOthers(1001, "mallory"),
+			want: []want{{code: CodeGPUBusy, severity: Info, pids: []int{7000}}},
+			not:  []string{CodeLeftoverProcess},
+		},
+		{
+			name: "orphaned and much older than another user's Slurm job (cgroup/v2)",
+			snap: orphanOldSpawned(parse.Cgroup{Path: "/system.slice/slurmstepd.scope/job_77/step_0/user/task_0",
+				Unit: "slurmstepd.scope", SlurmJob: "77", SlurmStep: "0"}),
+			want: []want{{code: CodeGPUBusy, severity: Info, pids: []int{7000}}},
+			not:  []string{CodeLeftoverProcess},
+		},
+		{
+			name: "orphaned and much older than another user's spawned system unit",
+			snap: orphanOldSpawned(serviceCgroup("jupyter-mallory-singleuser.service")),
 			want: []want{{code: CodeGPUBusy, severity: Info, pids: []int{7000}}},
 			not:  []string{CodeLeftoverProcess},
 		},

@@ -448,16 +448,25 @@ func (h *host) twoOldestJobs() map[string][]jobAge {
 	return h.oldestJobs
 }
 
-// systemClass is the age class of work the system manager runs: its services and containers,
-// which no unprivileged user can start.
+// systemClass is the age class of work the system manager runs as system users: its services
+// and containers, which no unprivileged user can start.
 const systemClass = "system"
+
+// maxSystemUID is the highest uid of a system user (systemd's SYSTEM_UID_MAX, login.defs'
+// SYS_UID_MAX): the users services run as, never a person's.
+const maxSystemUID = 999
 
 func uidClass(uid int) string { return "uid " + strconv.Itoa(uid) }
 
 // ageClass is whose work o is, for comparing ages: the system's (a system unit that is not a
-// login unit, or a container) or its user's; "" when neither is known.
+// login unit, or a container, run as a system user) or its user's; "" when neither is known.
 func (h *host) ageClass(o *GPUProcess) string {
-	if u, ok := h.procUnit(o); (ok && u.UserUID == nil && !isLoginUnit(u)) || o.Container != "" {
+	// A system unit or container may run a user's own work too, started when that user chose:
+	// a Slurm job under cgroup/v2 (slurmstepd.scope), a notebook hub's spawner, a batch
+	// starter. Only what runs there as a system user (a uid below 1000, as systemd counts
+	// them) is the host's.
+	sys := o.UID == nil || *o.UID <= maxSystemUID
+	if u, ok := h.procUnit(o); sys && ((ok && u.UserUID == nil && !isLoginUnit(u)) || o.Container != "") {
 		return systemClass
 	}
 	if o.UID != nil {

@@ -319,9 +319,15 @@ var driverHelpers = []string{
 	"nv-fabricmanage", "nvidia-device-p", "nvidia_gpu_expo", "nvidia-dcgm", "gpu-feature-dis",
 }
 
+// isDriverHelper reports whether pid is a driver helper: named as one, and holding no memory
+// nvidia-smi lists. Any user can give a process a helper's name; a helper holds little or no
+// memory, so a process listed with memory is judged as any other.
 func (h *host) isDriverHelper(pid int) bool {
 	p := h.procByPID[pid]
 	if p == nil {
+		return false
+	}
+	if gp := h.gpByPID[pid]; gp != nil && gp.memMiB() > 0 {
 		return false
 	}
 	return driverHelper(p.Comm, p.Argv)

@@ -61,13 +61,22 @@ func newUnitLabWith(t *testing.T, ignoreTerm bool) *unitLab {
 		Units: map[string]string{unitOld: l.old.Unit, unitNew: l.new.Unit}})
 	oldPID, newPID := l.ready(t, unitOld, l.old), l.ready(t, unitNew, l.new)
 	l.pause(t, oldPID)
-	key, pub := sshdtest.UserKey(t, dir, "ed25519")
-	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: "gpu-unit", Addr: "127.0.0.211", Port: 2411,
-		AuthorizedKeys: []string{pub}, SMI: cleanSMI(2), JoinPID: l.sd.PID})
 	smi := cleanSMI(2)
 	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, 30009
 	smi.Apps = []scenario.App{{PID: oldPID, GPUUUID: smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
 		{PID: newPID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: 30000, Name: "python3"}}
+	l.connect(t, smi)
+	return l
+}
+
+// connect starts the lab's sshd in the namespaces of its systemd, with an nvidia-smi that
+// serves smi and follows the processes, and writes the client's ssh_config for gpu-unit.
+func (l *unitLab) connect(t *testing.T, smi *scenario.SMI) {
+	t.Helper()
+	dir := l.dir
+	key, pub := sshdtest.UserKey(t, dir, "ed25519")
+	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: "gpu-unit", Addr: "127.0.0.211", Port: 2411,
+		AuthorizedKeys: []string{pub}, SMI: cleanSMI(2), JoinPID: l.sd.PID})
 	smi.Dynamic, smi.ReleaseDelay = true, time.Second
 	if err := scenario.WriteFakeSMI(l.sshd.SMIDir(), *smi); err != nil {
 		t.Fatal(err)
@@ -82,7 +91,6 @@ func newUnitLabWith(t *testing.T, ignoreTerm bool) *unitLab {
 	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return l
 }
 
 // ready waits until the unit's server has its files in place and returns its PID, which the

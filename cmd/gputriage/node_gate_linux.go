@@ -273,16 +273,30 @@ type shmWalk struct {
 	bytes   int64
 }
 
+// walk reads dir in batches: a user can fill a directory with millions of empty files (tmpfs
+// bounds only their inodes), and the bound on entries must hold before they are all read.
 func (w *shmWalk) walk(dir string, depth int) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("listing %s: %w", dir, err)
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("listing %s: %w", dir, err)
+	defer d.Close()
+	for {
+		names, err := d.Readdirnames(256)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("listing %s: %w", dir, err)
+		}
+		if err := w.entriesOf(dir, names, depth); err != nil {
+			return err
+		}
 	}
+}
+
+// entriesOf sums one batch of dir's entries, and walks its subdirectories.
+func (w *shmWalk) entriesOf(dir string, names []string, depth int) error {
 	for _, name := range names {
 		if w.entries++; w.entries > idleMaxShmEntries {
 			return fmt.Errorf("more than %d entries under /dev/shm", idleMaxShmEntries)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -140,8 +141,9 @@ time.sleep(1000)`, comm, n)
 // TestNodeCheckIdleGate runs node-check on a node box: on an idle node (nvidia-persistenced
 // holding a GPU's device is idle) it answers clean at once, without the probe, and says so
 // under -v, and the probe, forced, agrees; with a compute app, ghost memory, a stopped
-// process holding a GPU's device, or /dev/shm filled by a deleted file still mapped, it runs
-// the probe, which then reports what the gate could not rule out.
+// process holding a GPU's device, a stopped compute app that took a driver helper's name, or
+// /dev/shm filled by a deleted file still mapped, it runs the probe, which then reports what
+// the gate could not rule out.
 func TestNodeCheckIdleGate(t *testing.T) {
 	bin := buildGputriage(t)
 	smiDir := t.TempDir()
@@ -174,6 +176,13 @@ func TestNodeCheckIdleGate(t *testing.T) {
 				s.GPUs[0].UsedMiB = 40000
 				s.Apps = []scenario.App{{PID: pid, GPUUUID: s.GPUs[0].UUID, UsedMiB: 39990, Name: "python3"}}
 			}, want: ""},
+		// Anyone may name a process as a driver helper is named: one that nvidia-smi lists
+		// holding memory is judged as any other, here left over (stopped).
+		{name: "a stopped compute app named nvidia-smi", shm: "1g", program: holdDevice("nvidia-smi"), stop: true, doubt: "apps:",
+			smi: func(s *scenario.SMI, pid int) {
+				s.GPUs[0].UsedMiB = 40000
+				s.Apps = []scenario.App{{PID: pid, GPUUUID: s.GPUs[0].UUID, UsedMiB: 39990, Name: "nvidia-smi"}}
+			}, want: "gputriage: leftover-process: "},
 		{name: "ghost memory", shm: "1g", smi: func(s *scenario.SMI, _ int) { s.GPUs[1].UsedMiB = 30720 },
 			doubt: "gpu-used:", want: "gputriage: ghost-memory: "},
 		{name: "a stopped process holding GPU 0's device", shm: "1g", program: holdDevice("python3"), stop: true,
@@ -249,4 +258,42 @@ func boxHostPID(t *testing.T, box *nodeBox, pid int) int {
 func mustReadlink(p string) string {
 	s, _ := os.Readlink(p)
 	return s
+}
+
+// TestIdleShmWalkBounded: a user fills a directory of /dev/shm with empty files (no bytes:
+// tmpfs bounds only their inodes) of long names. The gate's walk stops at its bound of entries
+// and doubts, having read little more than the bound's worth of names: never the whole
+// directory, which grows without bound (the walk reads /dev/shm as any directory; here one of
+// the test's own, on the same kind of real file system).
+func TestIdleShmWalkBounded(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "many")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 100000
+	for i := range files {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%0200d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	var root syscall.Stat_t
+	if err := syscall.Lstat(dir, &root); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := (&shmWalk{dev: root.Dev}).walk(dir, 1)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "entries under /dev/shm") {
+		t.Errorf("walk: %v, want the bound of entries passed", err)
+	}
+	// 100,000 names of 200 bytes are 20 MB (the walk that read them whole allocated 36 MiB);
+	// the bound's 16,384 of them, with their paths, some 11 MiB.
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("the walk allocated %d MiB", alloc>>20)
+	if limit := uint64(16 << 20); alloc > limit {
+		t.Errorf("the walk allocated %d MiB, want at most %d MiB: it read the whole directory", alloc>>20, limit>>20)
+	}
 }
