@@ -123,7 +123,8 @@ ingroup() {
 
 # injob PID JOB: PID runs in Slurm job JOB, by the evidence the probe ties it with: a Slurm
 # cgroup (v1 .../slurm[_NODE]/uid_U/job_N/..., v2 ...slurmstepd.scope/job_N/...; never one
-# below a user's manager, where the user names the cgroups), or where it has none (process
+# below a user's manager, where the user names the cgroups, nor below another unit, whose
+# cgroups are that unit's own), or where it has none (process
 # tracking without cgroups) its nearest ancestor that is a root-owned slurmstepd whose
 # command line is "slurmstepd: [JOB.STEP]", at most 32 up.
 injob() {
@@ -131,6 +132,7 @@ injob() {
 	while IFS= read -r _l; do
 		case $_l in
 		*:/user.slice/user-*.slice/user@*.service/*) ;;
+		*.service/*slurm* | *.scope/*slurm*) ;;
 		*/slurm*/job_"$2" | */slurm*/job_"$2"/* | *slurmstepd.scope/job_"$2" | *slurmstepd.scope/job_"$2"/*) return 0 ;;
 		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*) _insl=1 ;;
 		esac

@@ -244,6 +244,7 @@ func TestApplyCancelsOnlyInTheJob(t *testing.T) {
 		{"another job's cgroup, this job's stepd", "slurmstepd: [4242.0]", 0, "slurm_" + own + "/uid_0/job_4243/step_0", false},
 		{"below a user's manager", "", 0, "user.slice/user-0.slice/user@0.service/" + own + "/slurm/uid_0/job_4242", false},
 		{"a look-alike cgroup", "", 0, own + "/job_4242", false},
+		{"below another unit", "", 0, own + "/system.slice/hub.service/slurmstepd.scope/job_4242/step_0", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pid := jobHolder(t, c.stepd, c.stepdUID, root, c.cgroup)

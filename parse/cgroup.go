@@ -144,11 +144,14 @@ var scopeRuntimes = []struct{ prefix, runtime string }{
 }
 
 // cgroupContainer finds a container id in a cgroup path: a runtime's systemd scope, a v1
-// (cgroupfs driver) /docker/<id> or /kubepods/.../pod<uid>/<id>, or an lxc container.
+// (cgroupfs driver) /docker/<id> or /kubepods/.../pod<uid>/<id>, or an lxc container. The
+// outermost one names it, and none below another unit: as systemd has it, everything under a
+// unit's cgroup is that unit's own, so whoever may write there (a privileged container, a
+// delegated service) cannot make a "docker-<id>.scope" of theirs name someone else's
+// container.
 func cgroupContainer(path string) (id, runtime string) {
 	parts := strings.Split(path, "/")
-	for i := len(parts) - 1; i >= 0; i-- {
-		p := parts[i]
+	for i, p := range parts {
 		if s, ok := strings.CutSuffix(p, ".scope"); ok {
 			for _, r := range scopeRuntimes {
 				// libpod-conmon-<id> and crio-conmon-<id> hold the monitor, not the container.
@@ -172,8 +175,16 @@ func cgroupContainer(path string) (id, runtime string) {
 		if i > 0 && parts[i-1] == "lxc" && p != "" {
 			return p, "lxc"
 		}
+		if isUnitName(p) {
+			return "", "" // below another unit: its own
+		}
 	}
 	return "", ""
+}
+
+// isUnitName says whether a cgroup path component is a systemd service or scope.
+func isUnitName(p string) bool {
+	return strings.HasSuffix(p, ".service") || strings.HasSuffix(p, ".scope")
 }
 
 // cgroupPod finds a Kubernetes pod UID: "pod<uid>" (cgroupfs driver) or
@@ -221,6 +232,9 @@ func cgroupSlurm(path string) (job, step, node string) {
 			node = ""
 		default:
 			n, ok := strings.CutSuffix(p, "_slurmstepd.scope")
+			if isUnitName(p) && (!ok || n == "") {
+				return "", "", "" // below another unit: its own, not Slurm's
+			}
 			if !ok || n == "" {
 				continue
 			}

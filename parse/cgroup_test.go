@@ -57,6 +57,14 @@ func TestCgroup(t *testing.T) {
 			ContainerID: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Runtime: "docker"}, 1},
 		{"v2 podman", "0::/machine.slice/libpod-0123456789abcdef0123.scope/container\n", Cgroup{
 			Path: "/machine.slice/libpod-0123456789abcdef0123.scope/container", Unit: "libpod-0123456789abcdef0123.scope", ContainerID: "0123456789abcdef0123", Runtime: "podman"}, 1},
+		// Everything under a unit's cgroup is that unit's own: whoever may write there names
+		// no other container or job.
+		{"nested runtime scope: the outer container", "0::/system.slice/docker-aaaaaaaaaaaa.scope/docker-bbbbbbbbbbbb.scope\n", Cgroup{
+			Path: "/system.slice/docker-aaaaaaaaaaaa.scope/docker-bbbbbbbbbbbb.scope", Unit: "docker-aaaaaaaaaaaa.scope", ContainerID: "aaaaaaaaaaaa", Runtime: "docker"}, 1},
+		{"runtime scope below a service", "0::/system.slice/hub.service/docker-bbbbbbbbbbbb.scope\n", Cgroup{
+			Path: "/system.slice/hub.service/docker-bbbbbbbbbbbb.scope", Unit: "hub.service"}, 1},
+		{"slurm scope below a service", "0::/system.slice/hub.service/slurmstepd.scope/job_5/step_0\n", Cgroup{
+			Path: "/system.slice/hub.service/slurmstepd.scope/job_5/step_0", Unit: "hub.service"}, 1},
 		{"v2 conmon is not the container", "0::/machine.slice/libpod-conmon-0123456789abcdef0123.scope\n", Cgroup{
 			Path: "/machine.slice/libpod-conmon-0123456789abcdef0123.scope", Unit: "libpod-conmon-0123456789abcdef0123.scope"}, 1},
 		{"v2 cri-o in pod", "0::/kubepods.slice/kubepods-pod1b2c3d4e_0000_1111_2222_333344445555.slice/crio-abcdefabcdef0011.scope\n", Cgroup{
