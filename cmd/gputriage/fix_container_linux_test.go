@@ -72,12 +72,8 @@ func (l *ctrLab) startHost(t *testing.T) {
 	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: "gpu-ctr", Addr: "127.0.0.191", Port: 2391, JoinPID: os.Getpid(),
 		AuthorizedKeys: []string{`environment="DOCKER_HOST=` + l.d.Host + `" ` + pub},
 		Extra:          []string{"PermitUserEnvironment DOCKER_HOST"}, SMI: l.smi(l.oldPID)})
-	bin := l.sshd.SMIDir()
-	logger := "#!/bin/sh\nprintf '%s\\n' \"$*\" >>" + filepath.Join(bin, "syslog.txt") + "\n"
-	if err := os.WriteFile(filepath.Join(bin, "logger"), []byte(logger), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	l.writeClientConfig(t, "gpu-ctr", key)
+	fakeLogger(t, l.sshd)
+	l.config = labClientConfig(t, l.dir, "gpu-ctr", l.sshd, key)
 }
 
 // smi is the host's nvidia-smi with the old deployment's process oldPID on GPU 0.
@@ -88,21 +84,6 @@ func (l *ctrLab) smi(oldPID int) *scenario.SMI {
 		{PID: l.newPID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: 30000, Name: "python3"}}
 	smi.Dynamic, smi.ReleaseDelay = true, time.Second
 	return smi
-}
-
-// writeClientConfig writes the lab's ssh_config (host as the alias) and known_hosts.
-func (l *fixLab) writeClientConfig(t *testing.T, host, key string) {
-	t.Helper()
-	known := filepath.Join(l.dir, "known_hosts")
-	if err := os.WriteFile(known, []byte(l.sshd.KnownHostsLine(l.sshd.Addr)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l.config = filepath.Join(l.dir, "ssh_config")
-	cfg := fmt.Sprintf("Host %s\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
-		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", host, l.sshd.Addr, l.sshd.Port, key, known)
-	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // startTicks is field 22 of the process's stat, as the machine sees it ("" when gone).

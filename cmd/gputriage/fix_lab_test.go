@@ -84,21 +84,37 @@ func newFixLabWith(t *testing.T, c fixLabConfig) *fixLab {
 	if err := scenario.WriteFakeSMI(bin, *smi); err != nil {
 		t.Fatal(err)
 	}
+	fakeLogger(t, l.sshd)
+	l.config = labClientConfig(t, l.dir, c.host, l.sshd, key)
+	return l
+}
+
+// labClientConfig writes an ssh_config in dir that reaches s as host, as root with key, and
+// its known_hosts; it returns the config's path.
+func labClientConfig(t *testing.T, dir, host string, s *sshdtest.SSHD, key string) string {
+	t.Helper()
+	known := filepath.Join(dir, "known_hosts")
+	if err := os.WriteFile(known, []byte(s.KnownHostsLine(s.Addr)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "ssh_config")
+	cfg := fmt.Sprintf("Host %s\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
+		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", host, s.Addr, s.Port, key, known)
+	if err := os.WriteFile(config, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return config
+}
+
+// fakeLogger puts a logger first on s's login PATH (beside its nvidia-smi) that appends its
+// arguments to syslog.txt there.
+func fakeLogger(t *testing.T, s *sshdtest.SSHD) {
+	t.Helper()
+	bin := s.SMIDir()
 	logger := "#!/bin/sh\nprintf '%s\\n' \"$*\" >>" + filepath.Join(bin, "syslog.txt") + "\n"
 	if err := os.WriteFile(filepath.Join(bin, "logger"), []byte(logger), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	known := filepath.Join(l.dir, "known_hosts")
-	if err := os.WriteFile(known, []byte(l.sshd.KnownHostsLine(l.sshd.Addr)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l.config = filepath.Join(l.dir, "ssh_config")
-	cfg := fmt.Sprintf("Host %s\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
-		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", c.host, l.sshd.Addr, l.sshd.Port, key, known)
-	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 // fix runs gputriage with stdin (nil: empty, not a terminal) and XDG_STATE_HOME in the lab.

@@ -78,21 +78,8 @@ func newSlurmFixLab(t *testing.T, proctrack string) *slurmFixLab {
 	}
 	l.smi = *smi
 	l.writeSMI(t)
-	bin := l.sshd.SMIDir()
-	logger := "#!/bin/sh\nprintf '%s\\n' \"$*\" >>" + filepath.Join(bin, "syslog.txt") + "\n"
-	if err := os.WriteFile(filepath.Join(bin, "logger"), []byte(logger), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	known := filepath.Join(l.dir, "known_hosts")
-	if err := os.WriteFile(known, []byte(l.sshd.KnownHostsLine(l.sshd.Addr)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l.config = filepath.Join(l.dir, "ssh_config")
-	cfg := fmt.Sprintf("Host node1\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
-		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", l.sshd.Addr, l.sshd.Port, key, known)
-	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fakeLogger(t, l.sshd)
+	l.config = labClientConfig(t, l.dir, "node1", l.sshd, key)
 	return l
 }
 

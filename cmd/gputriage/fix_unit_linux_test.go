@@ -81,16 +81,7 @@ func (l *unitLab) connect(t *testing.T, smi *scenario.SMI) {
 	if err := scenario.WriteFakeSMI(l.sshd.SMIDir(), *smi); err != nil {
 		t.Fatal(err)
 	}
-	known := filepath.Join(dir, "known_hosts")
-	if err := os.WriteFile(known, []byte(l.sshd.KnownHostsLine(l.sshd.Addr)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l.config = filepath.Join(dir, "ssh_config")
-	cfg := fmt.Sprintf("Host gpu-unit\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n  IdentitiesOnly yes\n"+
-		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile none\n", l.sshd.Addr, l.sshd.Port, key, known)
-	if err := os.WriteFile(l.config, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	l.config = labClientConfig(t, dir, "gpu-unit", l.sshd, key)
 }
 
 // ready waits until the unit's server has its files in place and returns its PID, which the

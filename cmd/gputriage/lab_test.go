@@ -17,6 +17,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/sshdtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // lab is sixteen real OpenSSH hosts, gpu01..gpu16, each with its own host name, processes and
@@ -312,30 +313,12 @@ func TestLabAcceptNew(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while the CLI writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // cliWith runs gputriage in-process with a context, a stderr that is a terminal when
 // stderrTTY, and a hook that sees stderr as it grows.
 func cliWith(ctx context.Context, t *testing.T, stderrTTY bool, watch func(stderr string), args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out bytes.Buffer
-	errb := &syncBuffer{}
+	errb := &testenv.SyncBuffer{}
 	isTerm := func(w io.Writer) (bool, int) { return stderrTTY && w == io.Writer(errb), 0 }
 	done := make(chan struct{})
 	if watch != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/sshdtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // watchLab is two real OpenSSH hosts for watch: w1 runs a leftover server (orphaned, its
@@ -99,14 +100,14 @@ func (l *watchLab) kill(t *testing.T, pid int) {
 
 // watchRun is gputriage watch running in-process, its output readable while it runs.
 type watchRun struct {
-	stdout, stderr *syncBuffer
+	stdout, stderr *testenv.SyncBuffer
 	code           chan int
 	cancel         context.CancelFunc
 }
 
 func startWatch(t *testing.T, args ...string) *watchRun {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watchRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, code: make(chan int, 1), cancel: cancel}
+	w := &watchRun{stdout: &testenv.SyncBuffer{}, stderr: &testenv.SyncBuffer{}, code: make(chan int, 1), cancel: cancel}
 	notTerm := func(io.Writer) (bool, int) { return false, 0 }
 	go func() {
 		w.code <- run(ctx, append([]string{"watch"}, args...), strings.NewReader(""), w.stdout, w.stderr,
@@ -320,7 +321,7 @@ func TestWatchScreen(t *testing.T) {
 		color  string
 		screen bool
 	}{{"auto", true}, {"never", false}} {
-		var out, errb syncBuffer
+		var out, errb testenv.SyncBuffer
 		tty := func(w io.Writer) (bool, int) { return w == io.Writer(&out), 100 }
 		code := run(context.Background(), []string{"watch", "-F", l.config, "--color", c.color, "--interval", "500ms",
 			"--timeout", "2s", "w1", "w2"}, strings.NewReader(""), &out, &errb, func(string) string { return "" }, tty)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // daemonPATH is the PATH dockerd runs with: it finds containerd, runc and the shim there.
@@ -36,32 +38,8 @@ func binaries(t testing.TB) map[string]string {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING the Docker suite: dockerd must run as root (CI runs as root)")
 	}
-	found := map[string]string{}
-	var missing []string
-	for _, name := range []string{"dockerd", "docker", "containerd", "containerd-shim-runc-v2", "runc"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			for _, dir := range filepath.SplitList(daemonPATH) {
-				if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
-					p, err = filepath.Join(dir, name), nil
-					break
-				}
-			}
-		}
-		if err != nil {
-			missing = append(missing, name)
-			continue
-		}
-		found[name] = p
-	}
-	if len(missing) > 0 {
-		msg := fmt.Sprintf("the Docker suite needs %s: apt-get install docker.io", strings.Join(missing, ", "))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING the Docker suite: " + msg)
-	}
-	return found
+	return testenv.Programs(t, "Docker", "apt-get install docker.io",
+		[]string{"dockerd", "docker", "containerd", "containerd-shim-runc-v2", "runc"}, filepath.SplitList(daemonPATH))
 }
 
 // Start starts a dockerd and waits until it answers; it stops at cleanup, with every

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // LockPath is the flock every Slurm-starting test holds; Start takes it.
@@ -66,32 +68,9 @@ func binaries(t testing.TB) map[string]string {
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING the Slurm suite: slurmd and munged must run as root (CI runs as root)")
 	}
-	found := map[string]string{}
-	var missing []string
-	for _, name := range []string{"munged", "slurmctld", "slurmd", "sinfo", "scontrol", "squeue", "scancel", "srun", "sbatch"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			for _, dir := range []string{"/usr/sbin", "/usr/bin", "/sbin"} {
-				if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
-					p, err = filepath.Join(dir, name), nil
-					break
-				}
-			}
-		}
-		if err != nil {
-			missing = append(missing, name)
-			continue
-		}
-		found[name] = p
-	}
-	if len(missing) > 0 {
-		msg := fmt.Sprintf("the Slurm suite needs %s: apt-get install slurmctld slurmd slurm-client munge", strings.Join(missing, ", "))
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip("SKIPPING the Slurm suite: " + msg)
-	}
-	return found
+	return testenv.Programs(t, "Slurm", "apt-get install slurmctld slurmd slurm-client munge",
+		[]string{"munged", "slurmctld", "slurmd", "sinfo", "scontrol", "squeue", "scancel", "srun", "sbatch"},
+		[]string{"/usr/sbin", "/usr/bin", "/sbin"})
 }
 
 // Start starts a cluster and waits until sinfo shows every node idle; it stops at cleanup.

@@ -13,11 +13,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // SSHDPath finds sshd. Without it the suite skips loudly, except under CI (CI=true), where a
@@ -68,7 +68,7 @@ type SSHD struct {
 	Dir        string
 	HostKeyPub string // "type base64" of its host key
 	cmd        *exec.Cmd
-	log        *logBuffer
+	log        *testenv.SyncBuffer
 }
 
 // Start starts an sshd and waits until it accepts connections; it is stopped at cleanup.
@@ -79,7 +79,7 @@ func Start(t testing.TB, c Config) *SSHD {
 		c.KeyType = "ed25519"
 	}
 	dir := t.TempDir()
-	s := &SSHD{Config: c, Dir: dir, log: &logBuffer{}}
+	s := &SSHD{Config: c, Dir: dir, log: &testenv.SyncBuffer{}}
 	hostKey := filepath.Join(dir, "host_key")
 	args := []string{"-q", "-N", "", "-t", c.KeyType, "-f", hostKey, "-C", c.Name}
 	if c.KeyType == "rsa" {
@@ -342,22 +342,4 @@ func UserKey(t testing.TB, dir, typ string) (string, string) {
 		t.Fatal(err)
 	}
 	return p, strings.TrimSpace(string(pub))
-}
-
-// logBuffer is sshd's output, safe to read (Log) while sshd writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // Binary is Debian's systemd.
@@ -43,7 +44,7 @@ type Systemd struct {
 	cgroup string // its cgroup v2 directory, the root of its cgroup namespace
 	cmd    *exec.Cmd
 	done   chan struct{}
-	log    *logBuffer
+	log    *testenv.SyncBuffer
 	once   sync.Once
 	t      testing.TB
 }
@@ -86,7 +87,7 @@ var seq atomic.Int32
 func Start(t testing.TB, c Config) *Systemd {
 	t.Helper()
 	root := need(t)
-	s := &Systemd{Dir: t.TempDir(), done: make(chan struct{}), log: &logBuffer{}, t: t}
+	s := &Systemd{Dir: t.TempDir(), done: make(chan struct{}), log: &testenv.SyncBuffer{}, t: t}
 	if err := s.writeUnits(c); err != nil {
 		t.Fatalf("systemdtest: %v", err)
 	}
@@ -303,22 +304,4 @@ func childOf(pid int) int {
 	}
 	n, _ := strconv.Atoi(f[0])
 	return n
-}
-
-// logBuffer is systemd's console, safe to read while systemd writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

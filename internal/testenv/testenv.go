@@ -1,0 +1,66 @@
+// Package testenv holds what the test harnesses that start real daemons (sshd, systemd,
+// dockerd, Slurm) share: finding the programs a suite needs, skipping loudly without them or
+// failing under CI, and a buffer a daemon writes while the test reads it. Only tests import it.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Programs finds each of names on PATH, else in dirs, and returns their paths by name. When
+// one is missing the suite skips, saying so and how to install it, except under CI
+// (CI=true), where a missing program is a broken .ci/run and fails.
+func Programs(t testing.TB, suite, install string, names, dirs []string) map[string]string {
+	t.Helper()
+	found := map[string]string{}
+	var missing []string
+	for _, name := range names {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			for _, dir := range dirs {
+				if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
+					p, err = filepath.Join(dir, name), nil
+					break
+				}
+			}
+		}
+		if err != nil {
+			missing = append(missing, name)
+			continue
+		}
+		found[name] = p
+	}
+	if len(missing) > 0 {
+		msg := fmt.Sprintf("the %s suite needs %s: %s", suite, strings.Join(missing, ", "), install)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip("SKIPPING the " + suite + " suite: " + msg)
+	}
+	return found
+}
+
+// SyncBuffer is a bytes.Buffer safe to read (String) while another goroutine writes it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
