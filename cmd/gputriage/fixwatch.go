@@ -50,7 +50,9 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 	defer pool.Close()
 	wh := watch.NewHost(watch.Config{})
 	wh.Observe(watch.Round{At: start, Snapshot: base.snap, Result: base.result})
-	for time.Since(start) < f.wait && len(want) > 0 && ctx.Err() == nil {
+	// At least one round, however long the apply session itself took: the host may have
+	// watched the release already, and a loaded link must not turn that into "still held".
+	for n := 0; n == 0 || time.Since(start) < f.wait && len(want) > 0 && ctx.Err() == nil; n++ {
 		res, dialed := pool.Probe(ctx, 0)
 		round := watch.Round{At: time.Now(), Dialed: dialed}
 		if res.Err == nil {
