@@ -1,7 +1,6 @@
 package slurmtest
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // Stop cancels every job, stops the daemons, kills what slurmd left running (its slurmstepd
@@ -107,32 +108,10 @@ func (c *Cluster) writesHere(proc string) bool {
 
 // killTree kills pid and its descendants with SIGKILL, children first found.
 func killTree(pid int) {
-	for _, child := range children(pid) {
+	for _, child := range testenv.Children(pid) {
 		killTree(child)
 	}
 	syscall.Kill(pid, syscall.SIGKILL)
-}
-
-func children(pid int) []int {
-	var kids []int
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, s := range stats {
-		b, err := os.ReadFile(s)
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			if n, err := strconv.Atoi(filepath.Base(filepath.Dir(s))); err == nil {
-				kids = append(kids, n)
-			}
-		}
-	}
-	return kids
 }
 
 // cgroupDirs are the cgroups slurmd makes for this cluster's nodes, /slurm_NODE in every v1

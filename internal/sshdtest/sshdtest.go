@@ -206,29 +206,6 @@ func (s *SSHD) waitListening(t testing.TB) {
 	t.Fatalf("sshd %s on %s:%d did not start: %s", s.Name, s.Addr, s.Port, s.log.String())
 }
 
-// childOf finds a child of pid by scanning /proc for its parent PID (the children file of
-// /proc/PID/task is not reliable while processes start).
-func childOf(pid int) int {
-	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Dir(d), "/proc/"), "/")); err == nil {
-				return n
-			}
-		}
-	}
-	return 0
-}
-
 // rootHome is root's home directory from the password database.
 func rootHome() string {
 	out, err := exec.Command("getent", "passwd", "root").Output()
@@ -249,7 +226,7 @@ func (s *SSHD) Enter(t testing.TB) []string {
 	pid := s.cmd.Process.Pid
 	child := 0
 	for i := 0; i < 100 && child == 0; i++ { // a loaded machine may show the child late
-		child = childOf(pid)
+		child = testenv.ChildOf(pid)
 		if child == 0 {
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // The harness itself, checked with the OpenSSH client: a host answers with its own name and
@@ -71,7 +72,7 @@ func TestHarnessJoinsNamespaces(t *testing.T) {
 	t.Cleanup(func() { _ = other.Process.Kill(); _ = other.Wait() })
 	init := 0
 	for i := 0; i < 100 && init == 0; i++ {
-		if init = childOf(other.Process.Pid); init == 0 {
+		if init = testenv.ChildOf(other.Process.Pid); init == 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
@@ -97,7 +98,7 @@ func TestHarnessJoinsNamespaces(t *testing.T) {
 	}
 	pid := joined.cmd.Process.Pid
 	joined.Stop()
-	if sshd := childOf(pid); sshd != 0 {
+	if sshd := testenv.ChildOf(pid); sshd != 0 {
 		t.Errorf("sshd %d outlived the harness", sshd)
 	}
 	for i := 0; i < 100; i++ {

@@ -113,7 +113,7 @@ func Start(t testing.TB, c Config) *Systemd {
 	}
 	go func() { _ = s.cmd.Wait(); close(s.done) }()
 	s.WaitFor(t, "systemd as PID 1 of the namespace", 10*time.Second, func() bool {
-		s.PID = childOf(s.cmd.Process.Pid)
+		s.PID = testenv.ChildOf(s.cmd.Process.Pid)
 		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.PID))
 		s.pidNS, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", s.PID))
 		return s.PID != 0 && strings.HasSuffix(exe, "/systemd")
@@ -293,15 +293,4 @@ func (s *Systemd) inNamespace() bool {
 func populated(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.events"))
 	return err == nil && bytes.Contains(b, []byte("populated 1"))
-}
-
-// childOf is pid's first child, from /proc/PID/task/PID/children (0 when none yet).
-func childOf(pid int) int {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return 0
-	}
-	n, _ := strconv.Atoi(f[0])
-	return n
 }
