@@ -45,7 +45,7 @@ func ApplyInput(o ApplyOptions, hp HostPlan) ([]byte, error) {
 	if len(hp.Targets) == 0 {
 		return nil, fmt.Errorf("%w: host %q: no targets", ErrPlan, hp.Host)
 	}
-	words := []string{o.Nonce, o.PlanID, hp.BootID, strconv.Itoa(int(o.Mode)), seconds(o.Wait), seconds(o.KillAfter)}
+	words := []string{o.Nonce, o.PlanID, hp.BootID, strconv.Itoa(int(o.Mode)), strconv.FormatInt(Centis(o.Wait), 10), strconv.FormatInt(Centis(o.KillAfter), 10)}
 	for _, t := range hp.Targets {
 		if err := t.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: host %q: %v", ErrPlan, hp.Host, err)
@@ -76,12 +76,14 @@ func kindCode(t Target) string {
 	return "1"
 }
 
-// seconds rounds d up to whole seconds.
-func seconds(d time.Duration) string {
+// Centis is d as the apply script takes it: whole centiseconds, rounded up (0 for none). The
+// script keeps time in centiseconds, so --kill-after 2.5s --wait 3s stay 250 and 300.
+func Centis(d time.Duration) int64 {
 	if d <= 0 {
-		return "0"
+		return 0
 	}
-	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+	const cs = 10 * time.Millisecond
+	return int64((d + cs - 1) / cs)
 }
 
 // Outcome is what became of one target.

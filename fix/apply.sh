@@ -1,5 +1,5 @@
 # gputriage fix: apply one host's targets. POSIX sh, run as `sh -s` (or under sudo -n) with a
-# first line `set -- NONCE PLAN BOOT MODE WAIT KILLAFTER` followed by seven words per target:
+# first line `set -- NONCE PLAN BOOT MODE WAIT KILLAFTER` (both in centiseconds) followed by seven words per target:
 # KIND PID TICKS UID SHA STOPPED NAME. Every word is checked here again, whatever the client
 # checked: digits, lower-case hex, or a name of [A-Za-z0-9@._:-] ("-" for none). No word is
 # ever part of shell text: each is a variable, quoted, after "--" where a command takes names.
@@ -15,8 +15,8 @@
 # DETAIL", so that a session cut during the watch still says what was done; then one line per
 # target, "NONCE result INDEX PID OUTCOME DETAIL SIGNAL_CS EXIT_CS RELEASE_CS", the times in
 # centiseconds since the script started ("-" when none), and one "NONCE done" line at the end. MODE 1 sends SIGTERM (with SIGCONT to a stopped process),
-# watches for up to WAIT seconds and, when KILLAFTER is not 0, sends SIGKILL to what is still
-# running KILLAFTER seconds after SIGTERM; MODE 2 sends SIGKILL at once (the operator asked
+# watches for up to WAIT and, when KILLAFTER is not 0, sends SIGKILL to what is still running
+# KILLAFTER after SIGTERM; MODE 2 sends SIGKILL at once (the operator asked
 # for it after a MODE 1 run left targets running).
 LC_ALL=C
 export LC_ALL
@@ -259,8 +259,8 @@ held() { # held PID: nvidia-smi still lists PID as a compute app
 }
 
 # Watch: until every signalled target has exited and nvidia-smi no longer lists it, or WAIT
-# seconds; SIGKILL at KILLAFTER to what still runs.
-deadline=$((t0 + wait * 100))
+# centiseconds; SIGKILL at KILLAFTER to what still runs.
+deadline=$((t0 + wait))
 killed=
 while :; do
 	pending=0
@@ -277,7 +277,7 @@ while :; do
 	now_cs
 	[ $pending -eq 0 ] && break
 	[ $now -ge $deadline ] && break
-	if [ -z "$killed" ] && [ "$killafter" -gt 0 ] && [ "$mode" = 1 ] && [ $now -ge $((t0 + killafter * 100)) ]; then
+	if [ -z "$killed" ] && [ "$killafter" -gt 0 ] && [ "$mode" = 1 ] && [ $now -ge $((t0 + killafter)) ]; then
 		killed=1
 		i=0
 		while [ $i -lt $n ]; do

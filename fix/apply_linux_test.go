@@ -162,7 +162,7 @@ func TestApplyRefusesOwnSession(t *testing.T) {
 // built by ApplyInput, which lets nothing else through.)
 func TestApplyScriptRefusesBadWords(t *testing.T) {
 	for _, w := range []string{"12a", "-1", "1x", "12.5", "0x10"} {
-		in := "set -- 0123abcd 00112233aabbccdd " + strings.Repeat("a", 32) + " 1 5 0 1 " + w + " 1 0 " + strings.Repeat("a", 64) + " 0 -\n" + ApplyScript
+		in := "set -- 0123abcd 00112233aabbccdd " + strings.Repeat("a", 32) + " 1 500 0 1 " + w + " 1 0 " + strings.Repeat("a", 64) + " 0 -\n" + ApplyScript
 		c := exec.Command("sh", "-s")
 		c.Stdin = strings.NewReader(in)
 		out, err := c.CombinedOutput()

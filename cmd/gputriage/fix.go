@@ -171,7 +171,7 @@ func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 		return usagef("fix: --apply and --plan-out do not go together")
 	case f.killAfter < 0 || f.wait <= 0 || o.timeout <= 0:
 		return usagef("fix: --kill-after, --wait and --timeout must be positive")
-	case f.killAfter > 0 && f.killAfter >= f.wait:
+	case f.killAfter > 0 && fix.Centis(f.killAfter) >= fix.Centis(f.wait):
 		return usagef("fix: --kill-after (%s) must be shorter than --wait (%s)", f.killAfter, f.wait)
 	}
 	return nil

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -43,7 +44,8 @@ type fixLabConfig struct {
 	host       string
 	gpus       int
 	ignoreTerm bool
-	second     bool // 127.0.0.178:2378 instead of 127.0.0.177:2377, for a fleet of two
+	second     bool          // 127.0.0.178:2378 instead of 127.0.0.177:2377, for a fleet of two
+	release    time.Duration // the fake nvidia-smi's ReleaseDelay (whole seconds; 0: 1s)
 }
 
 func newFixLabWith(t *testing.T, c fixLabConfig) *fixLab {
@@ -79,7 +81,7 @@ func newFixLabWith(t *testing.T, c fixLabConfig) *fixLab {
 	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, healthyMiB+9
 	smi.Apps = []scenario.App{{PID: l.leftover.PID, GPUUUID: smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
 		{PID: l.healthy.PID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: healthyMiB, Name: "python3"}}
-	smi.Dynamic, smi.ReleaseDelay = true, time.Second
+	smi.Dynamic, smi.ReleaseDelay = true, cmp.Or(c.release, time.Second)
 	bin := l.sshd.SMIDir()
 	if err := scenario.WriteFakeSMI(bin, *smi); err != nil {
 		t.Fatal(err)

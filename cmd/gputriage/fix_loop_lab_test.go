@@ -108,6 +108,20 @@ func TestFixKillAfter(t *testing.T) {
 	t.Logf("fix --kill-after 2s took %s:\n%s", took.Round(time.Millisecond), out)
 }
 
+// The memory watch's --wait starts when the apply session ends, not before it: a SIGKILL sent
+// late in the session (here 2.5 s into a 3 s --wait, with nvidia-smi releasing the memory 1 to
+// 2 s after the exit) is still watched to its release. Counted from the session's start, only
+// one round ran, at once after the exit, and fix reported the memory "still held". (Until the
+// script took centiseconds, 2.5s also rounded up to the 3 s --wait, and no SIGKILL was sent.)
+func TestFixWatchesAfterLateSIGKILL(t *testing.T) {
+	l := newFixLabWith(t, fixLabConfig{host: "gpu-fix", gpus: 2, ignoreTerm: true, release: 2 * time.Second})
+	out, errOut, code := l.fix(t, nil, "gpu-fix", "--yes", "--kill-after", "2.5s", "--wait", "3s")
+	released := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: GPU 0: 55,286 MiB released \S+ s after PID %d was gone`, l.leftover.PID))
+	if code != exitOK || !released.MatchString(out) || strings.Contains(out, "still held") {
+		t.Fatalf("exit %d, want 0 and the release reported\n%s\n%s", code, out, errOut)
+	}
+}
+
 // --sudo: a login that is not root but may sudo (a sudoers of the lab host's own, bind-mounted
 // in its mount namespace) stops root's leftover with --sudo, and only it.
 func TestFixSudoNonRoot(t *testing.T) {

@@ -21,9 +21,13 @@ type baseline struct {
 
 // watchRelease re-probes the host once a second over one kept SSH connection, after the
 // apply script stopped targets, until watch reports each stopped target's memory back on
-// every GPU the plan says it frees, or until --wait has passed since start. It returns each
-// release as watch words it, and whether all came back.
+// every GPU the plan says it frees, or until --wait has passed since the apply session ended
+// (the targets' exits, not the session's own length, start the wait: a slow link or a late
+// SIGKILL must not leave the memory no time to come back). base is the host as it was at
+// start, before the session. It returns each release as watch words it, and whether all came
+// back.
 func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, base baseline, start time.Time, e *env) (lines []string, ok bool) {
+	deadline := time.Now().Add(f.wait)
 	want := map[[2]int]bool{} // {pid, gpu} still to see released
 	for j, res := range r.results {
 		if res.Outcome == fix.Stopped {
@@ -50,9 +54,8 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 	defer pool.Close()
 	wh := watch.NewHost(watch.Config{})
 	wh.Observe(watch.Round{At: start, Snapshot: base.snap, Result: base.result})
-	// At least one round, however long the apply session itself took: the host may have
-	// watched the release already, and a loaded link must not turn that into "still held".
-	for n := 0; n == 0 || time.Since(start) < f.wait && len(want) > 0 && ctx.Err() == nil; n++ {
+	// At least one round, however long dialing took: the release may be there already.
+	for n := 0; n == 0 || time.Now().Before(deadline) && len(want) > 0 && ctx.Err() == nil; n++ {
 		res, dialed := pool.Probe(ctx, 0)
 		round := watch.Round{At: time.Now(), Dialed: dialed}
 		if res.Err == nil {
