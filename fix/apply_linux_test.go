@@ -326,6 +326,7 @@ func jobHolder(t *testing.T, stepd string, stepdUID int, root, cgroup string) in
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) }) // killing the shell leaves sleep
 	waitSleep(t, pid)
 	if cgroup != "" {
 		dir := filepath.Join(root, cgroup)
