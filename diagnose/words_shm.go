@@ -61,9 +61,12 @@ func (h *host) shmFullWords(f *Finding, u shmUsage, delBytes int64) {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("/dev/shm: size %s, used %s (%d%%), free %s", fmtBytes(u.size), fmtBytes(u.used), u.pct, fmtBytes(u.avail)))
 	for _, sf := range f.Shm {
 		line := shmEntryLine(sf)
-		if len(sf.PIDs) > 0 {
+		switch {
+		case len(sf.PIDs) > 0:
 			line += ", used by " + fmtPIDs(sf.PIDs)
-		} else {
+		case len(h.shmUseUnseen()) > 0:
+			line += ", used by no process seen (not every process's files and mappings were read)"
+		default:
 			line += ", used by no process"
 		}
 		f.Evidence = append(f.Evidence, line)
