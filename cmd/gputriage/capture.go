@@ -134,9 +134,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 // fromHeader returns the output from this run's capture header on, and what came before it:
 // text a login shell's profile printed before the probe started. Output that is a capture of
 // another run (another nonce: replayed or forged) is an error: nothing it says can be trusted.
-// So is a version 1 header, even with this run's nonce: the probe sent is version 2, and v1's
-// weaker format (docs/capture.md) is for replaying old files only. Output with no header at
-// all is returned whole, to be reported as not a capture.
+// Output with no header at all is returned whole, to be reported as not a capture.
 func fromHeader(out []byte, nonce string) (capture, dropped []byte, err error) {
 	head := []byte(parse.CaptureHeader(nonce))
 	i := bytes.Index(out, head)
@@ -148,8 +146,6 @@ func fromHeader(out []byte, nonce string) (capture, dropped []byte, err error) {
 	}
 	if c, perr := parse.SplitCapture(out); perr == nil && c.Nonce != nonce {
 		return out, nil, fmt.Errorf("the host answered with a capture of another run (nonce %.8s…, not this run's %.8s…): not trusted", c.Nonce, nonce)
-	} else if perr == nil && c.Version != 2 {
-		return out, nil, fmt.Errorf("the host answered with a version %d capture to a version 2 probe: not trusted", c.Version)
 	}
 	return out, nil, nil
 }

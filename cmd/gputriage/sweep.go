@@ -345,7 +345,7 @@ func isHeaderOf(raw []byte, nonce string) bool {
 		return false
 	}
 	c, err := parse.SplitCapture(line)
-	return err == nil && c.Nonce == nonce && c.Version == 2
+	return err == nil && c.Nonce == nonce
 }
 
 const sudoFallbackMsg = "sudo -n is missing or wants a password here: probed without root"
