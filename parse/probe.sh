@@ -229,7 +229,16 @@ MAPS=$OUT
 # Links, sizes and names of the /dev/shm files held open (deleted ones included), through
 # /proc/PID/fd/FD: "NLINK BYTES /proc/PID/fd/FD".
 SHMFDS=$(printf '%s\n' "$FDX" | awk -F '\t' '$1 ~ /^\/proc\/[0-9]+\/fd$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^\/dev\/shm\// { print $1 "/" $2 }')
+# Through xargs when there is one: tens of thousands of fds (DataLoader workers sharing
+# tensors, or a user opening one file 60,000 times) would not fit one command line (E2BIG,
+# exit 126). xargs's 123 (some stat exited 1: an fd closed after the scan) is stat's 1.
 shmfdstat() {
+	if command -v xargs >/dev/null 2>&1; then
+		printf '%s\n' "$SHMFDS" | t 10 xargs stat -L -c '%h %s %n' --
+		_rc=$?
+		[ "$_rc" -eq 123 ] && _rc=1
+		return "$_rc"
+	fi
 	# shellcheck disable=SC2086 # /proc/PID/fd/FD paths: digits and slashes
 	t 10 stat -L -c '%h %s %n' -- $SHMFDS
 }

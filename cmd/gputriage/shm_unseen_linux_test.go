@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ import (
 // It starts, in this order (so that their PIDs sort first in the probe's /proc/[0-9]*/maps):
 // FLOODERS processes of uid 65534 that each map their own 4 KiB /dev/shm file 30,000 times,
 // then a root "server" that maps the 3 GiB /dev/shm/model-weights and keeps no fd on it, and
-// writes 2 GiB of /dev/shm/stale-weights that nothing uses. Then it runs the probe (stdin
+// writes 2 GiB of /dev/shm/stale-weights that nothing uses, and starts a root process that
+// opens /dev/shm/held-open argv[3] times (as many processes as RLIMIT_NOFILE needs). Then it runs the probe (stdin
 // from argv[1]) and prints its capture.
 const shmBoxScript = `
 import ctypes, os, signal, subprocess, sys
@@ -46,14 +48,31 @@ def start(uid, path, size, maps):
 for i in range(int(sys.argv[2])):
     start(65534, "/dev/shm/flood-%d" % i, 4096, 30000)
 start(0, "/dev/shm/model-weights", 3 << 30, 1)
+fds = int(sys.argv[3])
+if fds:
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+while fds > 0:
+    n = min(fds, hard - 64)
+    fds -= n
+    r, w = os.pipe()
+    if not os.fork():
+        os.close(r)
+        held = [os.open("/dev/shm/held-open", os.O_RDWR | os.O_CREAT, 0o600) for _ in range(n)]
+        os.write(w, b"x")
+        signal.pause()
+    os.close(w)
+    os.read(r, 1)
 with open("/dev/shm/stale-weights", "wb") as f:
     f.truncate(2 << 30)
 sys.stdout.flush()
 subprocess.run(["sh", "-s"], stdin=open(sys.argv[1]), stdout=sys.stdout)
 `
 
-// probeShmBox runs shmBoxScript with flooders flooding processes and returns the capture.
-func probeShmBox(t *testing.T, flooders int) []byte {
+// probeShmBox runs shmBoxScript with flooders flooding processes and a process holding fds
+// open fds, and returns the capture.
+func probeShmBox(t *testing.T, flooders, fds int) []byte {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING: needs root for namespaces and a second uid")
@@ -64,8 +83,8 @@ func probeShmBox(t *testing.T, flooders int) []byte {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
-		`mount -t tmpfs -o size=8g,mode=1777 tmpfs /dev/shm && exec python3 -c "$0" "$1" "$2"`,
-		shmBoxScript, in, strconv.Itoa(flooders))
+		`mount -t tmpfs -o size=8g,mode=1777 tmpfs /dev/shm && exec python3 -c "$0" "$1" "$2" "$3"`,
+		shmBoxScript, in, strconv.Itoa(flooders), strconv.Itoa(fds))
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	out, err := cmd.Output()
@@ -86,7 +105,7 @@ func TestShmUnusedNotJudgedWhenMapsAreCut(t *testing.T) {
 		flooders int
 		stale    bool // stale-weights reported for removal
 	}{{0, true}, {2, false}} {
-		raw := probeShmBox(t, c.flooders)
+		raw := probeShmBox(t, c.flooders, 0)
 		file := filepath.Join(t.TempDir(), "box.capture")
 		if err := os.WriteFile(file, raw, 0o644); err != nil {
 			t.Fatal(err)
@@ -112,5 +131,26 @@ func TestShmUnusedNotJudgedWhenMapsAreCut(t *testing.T) {
 		if unseen := strings.Contains(out, "maps of processes were not read whole"); unseen != (c.flooders > 0) {
 			t.Errorf("%d flooders: says who uses /dev/shm was not seen whole: %v\n%s", c.flooders, unseen, out)
 		}
+	}
+}
+
+// A host with tens of thousands of fds open on /dev/shm (DataLoader workers sharing tensors;
+// here root processes holding one file open 90,000 times in all) still gets the sizes of those fds, as
+// many as fdstat's bound holds: the probe stats them through xargs. One stat over all of
+// them exceeded the command line's limit (E2BIG) and fdstat failed with status 126, empty.
+func TestProbeStatsManyShmFds(t *testing.T) {
+	raw := probeShmBox(t, 0, 90000)
+	snap, _ := parse.Parse(raw)
+	for _, n := range snap.Notes {
+		if strings.Contains(n.Message, "fdstat exited") {
+			t.Errorf("fdstat failed: %s", n.Message)
+		}
+	}
+	i := slices.IndexFunc(snap.Sections, func(si parse.SectionInfo) bool { return si.Name == "fdstat" })
+	if i < 0 || snap.Sections[i].Bytes < 512<<10 {
+		t.Fatalf("fdstat section %+v, want at least 512 KiB of sizes", snap.Sections)
+	}
+	if j := slices.IndexFunc(snap.Shm.Entries, func(e parse.ShmEntry) bool { return e.Path == "/dev/shm/held-open" }); j < 0 || len(snap.Shm.Entries[j].Holders) == 0 {
+		t.Errorf("/dev/shm/held-open not held: %+v", snap.Shm.Entries)
 	}
 }
