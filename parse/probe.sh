@@ -304,9 +304,18 @@ desc() {
 			*) continue ;;
 			esac
 		fi
-		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then printf "path missing %s\000" "$v"; fi ;; esac
+		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v"; fi ;; esac
 	done
 	printf "end\000"
+}
+# gone PATH: stat says it does not exist (ENOENT, ENOTDIR). Not when it cannot tell: a
+# directory root may not enter (NFS with root_squash, a FUSE mount) holds a path that exists
+# for the process. The message ends with the errno text, whatever the path holds.
+gone() {
+	case $(stat -L -c %i -- "$1" 2>&1) in
+	*": No such file or directory" | *": Not a directory") return 0 ;;
+	esac
+	return 1
 }
 for p in "$@"; do desc "$p" ""; done
 for p in $(printf "%s\n%s\n" "$*" "$pp" | awk -v room="$((max - $#))" "$pick"); do desc "$p" parent; done
