@@ -192,8 +192,8 @@ func (h *host) uidOf(pid int) *int {
 }
 
 // healthyInUnit reports whether GPU work other than pid that is not judged left over runs in
-// u: stopping u would stop it too, so the PID is the handle then. The index is built once,
-// after the leftovers are judged.
+// u, or may (undescribedBeside): stopping u would stop it too, so the PID is the handle then.
+// The index is built once, after the leftovers are judged.
 func (h *host) healthyInUnit(u unitRef, pid int) bool {
 	if h.healthyUnits == nil {
 		h.healthyUnits = map[string][]int{}
@@ -213,7 +213,7 @@ func (h *host) healthyInUnit(u unitRef, pid int) bool {
 			return true
 		}
 	}
-	return false
+	return h.undescribedBeside(pid)
 }
 
 // groupKeys name the groups of gp that one command stops whole: its container, its pod, its
@@ -252,11 +252,36 @@ func (h *host) healthyBeside(gp *GPUProcess) bool {
 			}
 		}
 	}
-	for _, k := range h.groupKeys(gp) {
+	keys := h.groupKeys(gp)
+	for _, k := range keys {
 		for _, other := range h.healthyGroups[k] {
 			if other != gp.PID {
 				return true
 			}
+		}
+	}
+	return len(keys) > 0 && h.undescribedBeside(gp.PID)
+}
+
+// undescribedBeside reports whether GPU work other than pid that is not judged left over is
+// not described by the capture (its procs section cut, its /proc unreadable): it may run in
+// any unit, container, pod or job, so none that holds pid is known to hold nothing else, and
+// the PID is the handle. A user's flood of described processes must not turn a leftover's
+// handle into the group of a healthy server the cut left out.
+func (h *host) undescribedBeside(pid int) bool {
+	if h.undescribed == nil {
+		var u []int
+		for i := range h.procs {
+			o := &h.procs[i]
+			if _, bad := h.leftovers[o.PID]; !bad && o.memMiB() > 0 && h.procByPID[o.PID] == nil && len(u) < 2 {
+				u = append(u, o.PID)
+			}
+		}
+		h.undescribed = &u
+	}
+	for _, other := range *h.undescribed {
+		if other != pid {
+			return true
 		}
 	}
 	return false

@@ -247,6 +247,41 @@ func TestAttribution(t *testing.T) {
 			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`docker stop`)}},
 		},
 		{
+			// The procs section was cut (a user's flood of described processes) before a
+			// healthy server: its container is unknown and may be the leftover's.
+			name: "a leftover in a container beside GPU work the capture does not describe: its PID",
+			snap: func() *parse.Snapshot {
+				id := "4963a592eabfbc4824e5a603a50aa4b6a118f51f91f1c02280aec8437d01a97b"
+				p := proc(culprit, 4990, "S", 0, "root", 3*time.Hour, "python3", "-m", "sglang.launch_server")
+				p.Cgroup = parse.ParseCgroup("0::/system.slice/docker-" + id + ".scope\n")
+				deletedWeights(&p)
+				s := withLeftover(culprit, 0, 30_000, p)
+				s.Apps = append(s.Apps, app(52021, 1, 20_000, "python3"))
+				*s.GPUs[1].MemoryUsedMiB += 20_000
+				*s.GPUs[1].MemoryFreeMiB -= 20_000
+				return s
+			},
+			code:     CodeLeftoverProcess,
+			fix:      []string{"kill 41017"},
+			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`docker stop`)}},
+		},
+		{
+			name: "a unit's stopped main process beside GPU work the capture does not describe: its PID",
+			snap: func() *parse.Snapshot {
+				p := proc(culprit, 1, "T", 998, "svc", 3*time.Hour, "python3", "serve.py")
+				p.Cgroup = serviceCgroup("serve.service")
+				s := withLeftover(culprit, 0, 30_000, p,
+					parse.Unit{Name: "serve.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(culprit)})
+				s.Apps = append(s.Apps, app(52021, 1, 20_000, "python3"))
+				*s.GPUs[1].MemoryUsedMiB += 20_000
+				*s.GPUs[1].MemoryFreeMiB -= 20_000
+				return s
+			},
+			code:     CodeLeftoverProcess,
+			fix:      []string{"kill 41017; kill -CONT 41017"},
+			innocent: scenario.Innocents{PIDs: []int{52021}, Commands: []*regexp.Regexp{regexp.MustCompile(`systemctl`)}},
+		},
+		{
 			name: "a leftover beside a healthy server in one Slurm job: its PID, not scancel",
 			snap: func() *parse.Snapshot {
 				// An earlier step of a running job left its server behind on GPU 0, its weights

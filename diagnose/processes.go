@@ -34,6 +34,9 @@ type host struct {
 	healthyUnits map[string][]int
 	// healthyGroups is the same per container, pod and Slurm job (groupKeys).
 	healthyGroups map[string][]int
+	// undescribed holds up to two GPU processes with memory, not judged left over, that the
+	// capture does not describe (undescribedBeside); nil until built.
+	undescribed *[]int
 
 	// oldestJobs are, per age class (see ageClass), the two oldest jobs holding GPU memory,
 	// oldest first, each by its oldest process: enough to answer "how old is the oldest other
