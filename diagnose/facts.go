@@ -39,7 +39,6 @@ const (
 	ReasonFieldFallback    ReasonCode = "field-fallback"    // the driver lacks memory.reserved and mig.mode.current
 	ReasonShmUnlisted      ReasonCode = "shm-unlisted"      // /dev/shm could not be listed
 	ReasonShmTruncated     ReasonCode = "shm-truncated"     // the /dev/shm listing was cut at its bound
-	ReasonShmUseUnseen     ReasonCode = "shm-use-unseen"    // who uses /dev/shm was not seen whole (sections Detail): nothing is called unused
 	ReasonNoTimeout        ReasonCode = "no-timeout"        // the host has no timeout(1)
 	ReasonPIDUnreadable    ReasonCode = "pid-unreadable"    // nvidia-smi lists PID, /proc/PID could not be read
 	ReasonPIDExited        ReasonCode = "pid-exited"        // PID exited while the probe ran

@@ -98,9 +98,6 @@ func (h *host) viewLimits() []Reason {
 	if s.Shm.Truncated {
 		rs = append(rs, Reason{Code: ReasonShmTruncated})
 	}
-	if unseen := h.shmUseUnseen(); s.Shm.Listed && len(unseen) > 0 {
-		rs = append(rs, Reason{Code: ReasonShmUseUnseen, Detail: strings.Join(unseen, " and ")})
-	}
 	if real && !s.Host.HasTimeout && !slices.ContainsFunc(s.Notes, func(n parse.Note) bool { return strings.Contains(n.Message, "timeout") }) {
 		rs = append(rs, Reason{Code: ReasonNoTimeout})
 	}

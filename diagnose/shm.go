@@ -32,13 +32,10 @@ type shmIndex struct {
 	entries  []*parse.ShmEntry
 	children map[string][]*parse.ShmEntry
 	newest   map[string]time.Time // path -> newest mtime of it and everything below
-	// unseen names the sections (fds, maps) that were not read whole: a process's use of an
-	// entry may be missing from them, so no entry is unused (shmUseUnseen).
-	unseen []string
 }
 
 func (h *host) indexShm() shmIndex {
-	ix := shmIndex{children: map[string][]*parse.ShmEntry{}, newest: map[string]time.Time{}, unseen: h.shmUseUnseen()}
+	ix := shmIndex{children: map[string][]*parse.ShmEntry{}, newest: map[string]time.Time{}}
 	for i := range h.s.Shm.Entries {
 		e := &h.s.Shm.Entries[i]
 		if e.Path == "/dev/shm" || !strings.HasPrefix(e.Path, "/dev/shm/") {
@@ -66,32 +63,9 @@ func staleThreshold(p string) int64 {
 	return staleMinBytes
 }
 
-// shmUseUnseen names the capture's sections of who uses /dev/shm (fds: open files, maps:
-// mappings) that were cut at their bound, stopped by their time limit, failed or are missing.
-// A host's user can cut them (one process mapping its own file 20,000 times fills maps), and
-// the processes listed after the cut, a healthy server among them, would then seem to use
-// nothing. A snapshot built without sections (by hand) has nothing unseen.
-func (h *host) shmUseUnseen() []string {
-	if len(h.s.Sections) == 0 {
-		return nil
-	}
-	var out []string
-	for _, name := range []string{"fds", "maps"} {
-		i := slices.IndexFunc(h.s.Sections, func(si parse.SectionInfo) bool { return si.Name == name })
-		if i < 0 || !h.s.Sections[i].Whole() {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
 // staleEntries are the largest unheld subtrees: an entry nobody holds that reaches its
-// threshold; below a held directory, its children are looked at instead. None when who uses
-// /dev/shm was not seen whole (ix.unseen): an entry nobody was seen to hold may be in use.
+// threshold; below a held directory, its children are looked at instead.
 func (ix shmIndex) staleEntries() []*parse.ShmEntry {
-	if len(ix.unseen) > 0 {
-		return nil
-	}
 	var out []*parse.ShmEntry
 	var walk func(dir string)
 	walk = func(dir string) {

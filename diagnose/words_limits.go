@@ -32,8 +32,6 @@ func limitLine(r Reason) string {
 		return "/dev/shm could not be listed: stale files there were not checked"
 	case ReasonShmTruncated:
 		return "the /dev/shm listing was cut at its bound: some entries are missing and directory sizes may be low"
-	case ReasonShmUseUnseen:
-		return fmt.Sprintf("the %s of processes were not read whole (cut, timed out or failed): a process may use a /dev/shm entry unseen, so none is reported as unused or to be removed", r.Detail)
 	case ReasonNoTimeout:
 		return "the host has no timeout(1): the probe's steps were not bounded in time"
 	case ReasonPIDUnreadable:

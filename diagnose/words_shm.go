@@ -61,12 +61,9 @@ func (h *host) shmFullWords(f *Finding, u shmUsage, delBytes int64) {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("/dev/shm: size %s, used %s (%d%%), free %s", fmtBytes(u.size), fmtBytes(u.used), u.pct, fmtBytes(u.avail)))
 	for _, sf := range f.Shm {
 		line := shmEntryLine(sf)
-		switch {
-		case len(sf.PIDs) > 0:
+		if len(sf.PIDs) > 0 {
 			line += ", used by " + fmtPIDs(sf.PIDs)
-		case len(h.shmUseUnseen()) > 0:
-			line += ", used by no process seen (not every process's files and mappings were read)"
-		default:
+		} else {
 			line += ", used by no process"
 		}
 		f.Evidence = append(f.Evidence, line)

@@ -90,16 +90,16 @@ func ok(sec *Section) bool {
 	if sec.ExitCode == nil {
 		return sec.Truncated // cut at its bound: what was read is good
 	}
-	return exitOK(sec.Name, *sec.ExitCode)
-}
-
-// exitOK reports whether rc is not a failure for section name (sectionOK; 0 for the others).
-func exitOK(name string, rc int) bool {
-	codes, known := sectionOK[name]
+	codes, known := sectionOK[sec.Name]
 	if !known {
 		codes = []int{0}
 	}
-	return slices.Contains(codes, rc)
+	for _, c := range codes {
+		if *sec.ExitCode == c {
+			return true
+		}
+	}
+	return false
 }
 
 // fail records a section parser's error, unless the section's command failed: its output is

@@ -260,12 +260,6 @@ type SectionInfo struct {
 	Truncated bool
 }
 
-// Whole reports whether the section was read whole: not cut, and ended with an exit status
-// that is not a failure for it (sectionOK; a time limit's 124 or 137 is one).
-func (si SectionInfo) Whole() bool {
-	return !si.Truncated && si.ExitCode != nil && exitOK(si.Name, *si.ExitCode)
-}
-
 // Capture is a capture split into its sections, before any section is parsed.
 type Capture struct {
 	// Version is the format version the header declares: 1 or 2 (0 when unreadable).
