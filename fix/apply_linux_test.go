@@ -3,6 +3,7 @@
 package fix
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -155,6 +156,87 @@ func TestApplyRefusesOwnSession(t *testing.T) {
 	if res[0].Outcome != Refused || res[0].Detail != "own-session" {
 		t.Errorf("result %+v, want refused own-session", res[0])
 	}
+}
+
+// A process whose command line takes hours to read (its argv pointed at a terabyte of
+// untouched memory, as any user can do to their own) is refused once the script's 2 s bound
+// on that read has passed, and the next target on the host is still checked and stopped.
+// Before reads of a process's memory were bounded, the script read on for hours.
+func TestApplyBoundsArgvRead(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	slow := slowArgv(t)
+	p := sleeper(t)
+	start := time.Now()
+	res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{slow, identity(t, p.Process.Pid)}}, ModeTerm)
+	took := time.Since(start)
+	if res[0].Outcome != Refused || res[0].Detail != "argv-read-timeout" || res[0].Signal != nil || !alive(slow.PID) {
+		t.Errorf("slow argv: %+v, alive %v; want refused argv-read-timeout, and alive", res[0], alive(slow.PID))
+	}
+	if res[1].Outcome != Stopped || alive(p.Process.Pid) {
+		t.Errorf("the next target: %+v, want stopped", res[1])
+	}
+	if took > 10*time.Second {
+		t.Errorf("apply took %s", took)
+	}
+	t.Logf("apply took %s", took.Round(time.Millisecond))
+	// The abandoned read was killed: nothing is left reading the slow command line.
+	if r := readers(fmt.Sprintf("/proc/%d/cmdline", slow.PID)); len(r) > 0 {
+		t.Errorf("processes still read the slow command line: %v", r)
+	}
+}
+
+// readers are the processes whose standard input is file, after a second's grace.
+func readers(file string) []string {
+	var found []string
+	for try := 0; try < 20; try++ {
+		found = nil
+		ins, _ := filepath.Glob("/proc/[0-9]*/fd/0")
+		for _, in := range ins {
+			if l, err := os.Readlink(in); err == nil && l == file {
+				found = append(found, in)
+			}
+		}
+		if len(found) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return found
+}
+
+// slowArgv starts testdata/slowargv.py and returns its identity as a target once its command
+// line has become slow to read; it ends at cleanup.
+func slowArgv(t *testing.T) Target {
+	t.Helper()
+	c := exec.Command("python3", "testdata/slowargv.py")
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	var tg Target
+	if _, err2 := fmt.Sscan(line, &tg.PID, &tg.StartTicks, &tg.UID, &tg.ArgvSHA256); err != nil || err2 != nil {
+		t.Fatalf("slowargv.py said %q (%v %v)", line, err, err2)
+	}
+	tg.Kind = KindKill
+	in.Write([]byte("go\n"))
+	if line, err := r.ReadString('\n'); line != "slow\n" {
+		t.Fatalf("slowargv.py did not make its command line slow: %q %v", line, err)
+	}
+	return tg
 }
 
 // A word of the wrong form never reaches the script's commands: the script itself refuses

@@ -155,4 +155,7 @@ var refusals = map[string]string{
 	"not-in-container":   "it is no longer in the container the plan names",
 	"not-in-job":         "it is no longer in the job the plan names",
 	"no-sha256sum":       "the host has no sha256sum to check its command line",
+	"argv-read-timeout":  "its command line could not be read within 2 s (a read of its memory that does not end): check it by hand",
+	"argv-unreadable":    "its command line could not be read",
+	"no-tempdir":         "the host has no writable /tmp or /var/tmp to bound the read of its command line in",
 }
