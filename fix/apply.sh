@@ -25,8 +25,8 @@
 # target, "NONCE result INDEX PID OUTCOME DETAIL SIGNAL_CS EXIT_CS RELEASE_CS", the times in
 # centiseconds since the script started ("-" when none), and one "NONCE done" line at the end. MODE 1 sends SIGTERM (with SIGCONT to a stopped process),
 # watches for up to WAIT and, when KILLAFTER is not 0, sends SIGKILL to what is still running
-# KILLAFTER after SIGTERM; MODE 2 sends SIGKILL at once (the operator asked
-# for it after a MODE 1 run left targets running).
+# KILLAFTER after SIGTERM; MODE 2 sends SIGKILL at once, to the PID whatever the kind (the
+# operator asked for it after a MODE 1 run left targets running).
 LC_ALL=C
 export LC_ALL
 set -f
@@ -272,8 +272,9 @@ act() {
 	outcome=signalled detail=-
 	sig=TERM
 	[ "$mode" = 2 ] && sig=KILL
-	case $_kind in
-	1)
+	# MODE 2 is SIGKILL to the PID whatever the kind, as at KILLAFTER: the stop command has run.
+	case $_kind$mode in
+	1? | ?2)
 		# The last look, a builtin read, right before kill.
 		if stat_of "$_pid" && [ "$st_ticks" = "$_ticks" ]; then
 			if kill -s "$sig" "$_pid" 2>/dev/null; then

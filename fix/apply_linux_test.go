@@ -291,6 +291,92 @@ func TestApplyStopsByNameOnlyInItsGroup(t *testing.T) {
 	}
 }
 
+// The plan shows, for a unit, a container and a job, the very command the script then runs on
+// the host (once the process is confirmed in it): the stand-ins record their argv, and end the
+// process as the real commands would.
+func TestApplyRunsThePlansLine(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	root := cgroupRoot(t)
+	bin := t.TempDir()
+	calls, victim := bin+"/calls", bin+"/victim"
+	for _, tool := range []string{"systemctl", "docker", "scancel"} {
+		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\nkill \"$(cat " + victim + ")\"\n"
+		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
+	ctr := strings.Repeat("d4", 32)
+	for _, c := range []struct {
+		kind           Kind
+		name, rt, cgrp string
+	}{
+		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
+		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
+		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			os.Remove(calls)
+			pid := jobHolder(t, "", 0, root, c.cgrp)
+			if err := os.WriteFile(victim, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tg := identity(t, pid)
+			tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeTerm)
+			ran, _ := os.ReadFile(calls)
+			shown, _, _ := strings.Cut(tg.Line(), "   (holds PID")
+			if res[0].Outcome != Stopped || string(ran) != shown+"\n" {
+				t.Errorf("%+v; ran %q, the plan shows %q", res[0], ran, shown)
+			}
+		})
+	}
+}
+
+// The SIGKILL the operator confirms after SIGTERM (mode 2) is SIGKILL to the PID for a unit,
+// a container or a job too, as the prompt says and as --kill-after sends it: not their stop
+// command again, which had already run and left the process running.
+func TestApplySIGKILLModeKillsThePID(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	root := cgroupRoot(t)
+	bin := t.TempDir()
+	calls := bin + "/calls"
+	for _, tool := range []string{"systemctl", "docker", "scancel"} {
+		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\n"
+		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
+	ctr := strings.Repeat("c9", 32)
+	for _, c := range []struct {
+		kind           Kind
+		name, rt, cgrp string
+	}{
+		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
+		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
+		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			os.Remove(calls)
+			pid := jobHolder(t, "", 0, root, c.cgrp)
+			tg := identity(t, pid)
+			tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeKill)
+			ran, _ := os.ReadFile(calls)
+			if res[0].Outcome != Stopped || len(ran) > 0 || alive(pid) {
+				t.Errorf("%+v, stop command ran %q, alive %v; want stopped by SIGKILL to PID %d and no stop command", res[0], ran, alive(pid), pid)
+			}
+		})
+	}
+}
+
 // A job is cancelled by name only while the process is in it by the evidence the probe ties it
 // with: a Slurm cgroup of that job, or where it has no Slurm cgroup its nearest root-owned
 // slurmstepd ancestor, "slurmstepd: [JOB.STEP]", naming that job. A cgroup of another job, a

@@ -107,7 +107,7 @@ func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if err != nil || plan == nil {
 		return exitUsage, err
 	}
-	fix.WritePlan(e.stdout, *plan, report.Sanitize)
+	fix.WritePlan(e.stdout, *plan, fix.How{Sudo: o.ssh.sudo, KillAfter: f.killAfter}, report.Sanitize)
 	if f.planOut != "" {
 		if err := writePlanFile(f.planOut, *plan); err != nil {
 			return exitInternal, err

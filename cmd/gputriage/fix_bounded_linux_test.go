@@ -59,7 +59,7 @@ func TestFixBoundsSlowArgvRead(t *testing.T) {
 	if took > 15*time.Second { // --timeout is 30 s, the session's limit 40 s
 		t.Errorf("fix --apply took %s", took)
 	}
-	if regexp.MustCompile(fmt.Sprintf(`(PID|kill -TERM) %d\b`, l.healthy.PID)).MatchString(out) {
+	if regexp.MustCompile(fmt.Sprintf(`(PID|kill -s TERM) %d\b`, l.healthy.PID)).MatchString(out) {
 		t.Errorf("the healthy server %d is named:\n%s", l.healthy.PID, out)
 	}
 	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) || !l.alive(t, slow.PID) {
