@@ -106,7 +106,8 @@ type Result struct {
 	Outcome Outcome `json:"outcome"`
 	// Detail is why it was refused (boot-id-differs, start-time-differs, uid-differs,
 	// argv-differs, gone, pid-1, kernel-thread, sshd, own-session, zombie, uninterruptible,
-	// permission, not-in-unit, not-in-container, not-in-job, command-exit-N, no-sha256sum),
+	// permission, not-in-unit, not-in-container, not-in-job, command-exit-N, no-sha256sum,
+	// argv-read-timeout, argv-unreadable, no-tempdir),
 	// or "sigkill" when SIGKILL followed SIGTERM; empty otherwise.
 	Detail string `json:"detail,omitempty"`
 	// Times since the script started: signalled, exited, released by nvidia-smi; nil: not.

@@ -11,13 +11,22 @@
 # with a shell builtin right before kill: what remains is the window between that read and the
 # kill(2) of the builtin, in which the PID would have to exit and be reused.
 #
+# No read of another process waits without bound. stat, status, comm and cgroup are the
+# kernel's own records, read with builtins. cmdline is copied out of the process's memory,
+# which its owner controls: pointed (prctl PR_SET_MM_MAP, no privilege needed) at a terabyte of
+# untouched pages, or behind a lock the owner holds, it reads for hours. Each such read runs in
+# the background into a private directory, /tmp/gputriage-fix.NONCE.PID, and is waited for at
+# most 2 s: then it is killed, left behind unwaited (a read stuck in the kernel dies when the
+# kernel lets it) and the target refused (argv-read-timeout), and the next target checked.
+# Without such a directory nothing is read unbounded: the target is refused (no-tempdir).
+#
 # Output: at once after acting on each target, "NONCE acted INDEX PID signalled|refused
 # DETAIL", so that a session cut during the watch still says what was done; then one line per
 # target, "NONCE result INDEX PID OUTCOME DETAIL SIGNAL_CS EXIT_CS RELEASE_CS", the times in
 # centiseconds since the script started ("-" when none), and one "NONCE done" line at the end. MODE 1 sends SIGTERM (with SIGCONT to a stopped process),
 # watches for up to WAIT and, when KILLAFTER is not 0, sends SIGKILL to what is still running
-# KILLAFTER after SIGTERM; MODE 2 sends SIGKILL at once (the operator asked
-# for it after a MODE 1 run left targets running).
+# KILLAFTER after SIGTERM; MODE 2 sends SIGKILL at once, to the PID whatever the kind (the
+# operator asked for it after a MODE 1 run left targets running).
 LC_ALL=C
 export LC_ALL
 set -f
@@ -46,6 +55,73 @@ now_cs
 t0=$now
 since() { now_cs; echo $((now - t0)); }
 me=$(id -un 2>/dev/null)
+
+# The private directory of the bounded reads, removed at exit; none when it cannot be made.
+tmpd=
+for _d in /tmp /var/tmp; do
+	if mkdir -m 700 -- "$_d/gputriage-fix.$nonce.$$" 2>/dev/null; then
+		tmpd=$_d/gputriage-fix.$nonce.$$
+		break
+	fi
+done
+trap '[ -z "$tmpd" ] || rm -rf -- "$tmpd"' EXIT
+trap 'exit 1' HUP INT PIPE TERM
+tick=0.01
+[ -z "$tmpd" ] || sleep $tick 2>/dev/null || tick=1
+nread=0
+
+# bounded PID FILE CMD...: run CMD with standard input /proc/PID/FILE and standard output
+# $bo, a new file in $tmpd, for at most 2 s. It returns 0 when CMD ended with status 0, 1 when
+# it ended otherwise (its status in _rc: 2 when FILE could not be opened, 127 when there is no
+# CMD), 2 when it did not end in time (it is then killed and never waited for), 3 without $tmpd.
+# CMD runs below a wrapper that waits for it and writes its status to $bo.rc; asked to stop,
+# the wrapper kills CMD, its child not yet reaped, so the PID is still CMD's. The wrapper itself
+# is told to stop only while it is this script's child of the same start time.
+bounded() {
+	[ -n "$tmpd" ] || return 3
+	nread=$((nread + 1))
+	bo=$tmpd/out.$nread _bp=$1 _bf=$2 _rc=
+	shift 2
+	{
+		_c=
+		trap '[ -z "$_c" ] || kill -s KILL "$_c" 2>/dev/null; exit 1' TERM
+		"$@" <"/proc/$_bp/$_bf" >"$bo" 2>/dev/null &
+		_c=$!
+		wait "$_c"
+		_s=$?
+		_c=
+		echo "$_s" >"$bo.rc"
+	} </dev/null >/dev/null 2>&1 &
+	_w=$!
+	stat_of "$_w"
+	_wt=$st_ticks
+	now_cs
+	_end=$((now + 200))
+	until read -r _rc 2>/dev/null <"$bo.rc"; do
+		now_cs
+		if [ "$now" -ge "$_end" ]; then
+			stat_of "$_w" && [ "$st_ticks" = "$_wt" ] && [ "$st_ppid" = "$$" ] && kill -s TERM "$_w" 2>/dev/null
+			return 2
+		fi
+		sleep $tick 2>/dev/null
+	done
+	wait "$_w" 2>/dev/null
+	[ "$_rc" = 0 ] || return 1
+}
+
+# argv_sha PID: _h, the SHA-256 of PID's /proc/PID/cmdline, read within bounded's 2 s; else
+# why says why there is none.
+argv_sha() {
+	_h=
+	bounded "$1" cmdline sha256sum
+	case $? in
+	0) read -r _h _rest <"$bo" ;;
+	2) why=argv-read-timeout ;;
+	3) why=no-tempdir ;;
+	*) if [ "$_rc" = 127 ]; then why=no-sha256sum; elif ! stat_of "$1"; then why=gone; else why=argv-unreadable; fi ;;
+	esac
+	if [ -z "$why" ] && ! ishex "$_h"; then why=argv-unreadable; fi
+}
 
 # stat_of PID: set st_state, st_ppid, st_sid, st_flags, st_ticks from /proc/PID/stat with
 # builtins only; return 1 when the process is gone. comm may hold spaces and ")": the fields
@@ -85,6 +161,7 @@ check() {
 	if [ "$_pid" -le 1 ]; then why=pid-1; return; fi
 	case $anc in *" $_pid "*) why=own-session; return ;; esac
 	if ! stat_of "$_pid"; then why=gone; return; fi
+	_state=$st_state
 	if [ "$st_ticks" != "$_ticks" ]; then why=start-time-differs; return; fi
 	if [ "$st_sid" = "$mysid" ]; then why=own-session; return; fi
 	if [ $((st_flags & 2097152)) -ne 0 ]; then why=kernel-thread; return; fi
@@ -96,13 +173,12 @@ check() {
 		if [ "$_k" = Uid: ]; then _u=$_v && break; fi
 	done <"/proc/$_pid/status" 2>/dev/null
 	if [ "$_u" != "$_uid" ]; then why=uid-differs; return; fi
-	_h=$(sha256sum <"/proc/$_pid/cmdline" 2>/dev/null)
-	_h=${_h%% *}
-	if [ -z "$_h" ]; then why=no-sha256sum; return; fi
+	argv_sha "$_pid"
+	if [ -n "$why" ]; then return; fi
 	if [ "$_h" = e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855 ]; then why=kernel-thread; return; fi
 	if [ "$_h" != "$_sha" ]; then why=argv-differs; return; fi
-	if [ "$st_state" = Z ]; then why=zombie; return; fi
-	if [ "$st_state" = D ]; then why=uninterruptible; return; fi
+	if [ "$_state" = Z ]; then why=zombie; return; fi
+	if [ "$_state" = D ]; then why=uninterruptible; return; fi
 }
 
 # ingroup I: the process's cgroup names target I's unit or container; for a job, injob.
@@ -145,7 +221,9 @@ injob() {
 		_q=$_pp
 		status_of "$_q" || return 1
 		if [ "$_u" = 0 ] && [ "$_nm" = slurmstepd ]; then
-			_c=$(head -c 64 "/proc/$_q/cmdline" 2>/dev/null | tr '\000' ' ')
+			# Its command line, bounded as any read of a process's memory: unread, no evidence.
+			bounded "$_q" cmdline head -c 64 || return 1
+			_c=$(tr '\000' ' ' <"$bo")
 			case $_c in "slurmstepd: ["*"]"*)
 				_c=${_c#"slurmstepd: ["}
 				_c=${_c%%"]"*}
@@ -194,8 +272,9 @@ act() {
 	outcome=signalled detail=-
 	sig=TERM
 	[ "$mode" = 2 ] && sig=KILL
-	case $_kind in
-	1)
+	# MODE 2 is SIGKILL to the PID whatever the kind, as at KILLAFTER: the stop command has run.
+	case $_kind$mode in
+	1? | ?2)
 		# The last look, a builtin read, right before kill.
 		if stat_of "$_pid" && [ "$st_ticks" = "$_ticks" ]; then
 			if kill -s "$sig" "$_pid" 2>/dev/null; then

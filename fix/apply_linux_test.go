@@ -3,6 +3,7 @@
 package fix
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -157,6 +158,87 @@ func TestApplyRefusesOwnSession(t *testing.T) {
 	}
 }
 
+// A process whose command line takes hours to read (its argv pointed at a terabyte of
+// untouched memory, as any user can do to their own) is refused once the script's 2 s bound
+// on that read has passed, and the next target on the host is still checked and stopped.
+// Before reads of a process's memory were bounded, the script read on for hours.
+func TestApplyBoundsArgvRead(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	slow := slowArgv(t)
+	p := sleeper(t)
+	start := time.Now()
+	res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{slow, identity(t, p.Process.Pid)}}, ModeTerm)
+	took := time.Since(start)
+	if res[0].Outcome != Refused || res[0].Detail != "argv-read-timeout" || res[0].Signal != nil || !alive(slow.PID) {
+		t.Errorf("slow argv: %+v, alive %v; want refused argv-read-timeout, and alive", res[0], alive(slow.PID))
+	}
+	if res[1].Outcome != Stopped || alive(p.Process.Pid) {
+		t.Errorf("the next target: %+v, want stopped", res[1])
+	}
+	if took > 10*time.Second {
+		t.Errorf("apply took %s", took)
+	}
+	t.Logf("apply took %s", took.Round(time.Millisecond))
+	// The abandoned read was killed: nothing is left reading the slow command line.
+	if r := readers(fmt.Sprintf("/proc/%d/cmdline", slow.PID)); len(r) > 0 {
+		t.Errorf("processes still read the slow command line: %v", r)
+	}
+}
+
+// readers are the processes whose standard input is file, after a second's grace.
+func readers(file string) []string {
+	var found []string
+	for try := 0; try < 20; try++ {
+		found = nil
+		ins, _ := filepath.Glob("/proc/[0-9]*/fd/0")
+		for _, in := range ins {
+			if l, err := os.Readlink(in); err == nil && l == file {
+				found = append(found, in)
+			}
+		}
+		if len(found) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return found
+}
+
+// slowArgv starts testdata/slowargv.py and returns its identity as a target once its command
+// line has become slow to read; it ends at cleanup.
+func slowArgv(t *testing.T) Target {
+	t.Helper()
+	c := exec.Command("python3", "testdata/slowargv.py")
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatalf("python3: %v", err)
+	}
+	t.Cleanup(func() { in.Close(); c.Process.Kill(); c.Wait() })
+	r := bufio.NewReader(out)
+	line, err := r.ReadString('\n')
+	var tg Target
+	if _, err2 := fmt.Sscan(line, &tg.PID, &tg.StartTicks, &tg.UID, &tg.ArgvSHA256); err != nil || err2 != nil {
+		t.Fatalf("slowargv.py said %q (%v %v)", line, err, err2)
+	}
+	tg.Kind = KindKill
+	in.Write([]byte("go\n"))
+	if line, err := r.ReadString('\n'); line != "slow\n" {
+		t.Fatalf("slowargv.py did not make its command line slow: %q %v", line, err)
+	}
+	return tg
+}
+
 // A word of the wrong form never reaches the script's commands: the script itself refuses
 // it, whatever the client let through. (The words are single shell words: the first line is
 // built by ApplyInput, which lets nothing else through.)
@@ -206,6 +288,92 @@ func TestApplyStopsByNameOnlyInItsGroup(t *testing.T) {
 	}
 	if b, err := os.ReadFile(calls); err == nil {
 		t.Errorf("a stop command ran: %q", b)
+	}
+}
+
+// The plan shows, for a unit, a container and a job, the very command the script then runs on
+// the host (once the process is confirmed in it): the stand-ins record their argv, and end the
+// process as the real commands would.
+func TestApplyRunsThePlansLine(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	root := cgroupRoot(t)
+	bin := t.TempDir()
+	calls, victim := bin+"/calls", bin+"/victim"
+	for _, tool := range []string{"systemctl", "docker", "scancel"} {
+		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\nkill \"$(cat " + victim + ")\"\n"
+		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
+	ctr := strings.Repeat("d4", 32)
+	for _, c := range []struct {
+		kind           Kind
+		name, rt, cgrp string
+	}{
+		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
+		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
+		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			os.Remove(calls)
+			pid := jobHolder(t, "", 0, root, c.cgrp)
+			if err := os.WriteFile(victim, []byte(strconv.Itoa(pid)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			tg := identity(t, pid)
+			tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeTerm)
+			ran, _ := os.ReadFile(calls)
+			shown, _, _ := strings.Cut(tg.Line(), "   (holds PID")
+			if res[0].Outcome != Stopped || string(ran) != shown+"\n" {
+				t.Errorf("%+v; ran %q, the plan shows %q", res[0], ran, shown)
+			}
+		})
+	}
+}
+
+// The SIGKILL the operator confirms after SIGTERM (mode 2) is SIGKILL to the PID for a unit,
+// a container or a job too, as the prompt says and as --kill-after sends it: not their stop
+// command again, which had already run and left the process running.
+func TestApplySIGKILLModeKillsThePID(t *testing.T) {
+	if _, err := exec.LookPath("sha256sum"); err != nil {
+		t.Skip("no sha256sum")
+	}
+	root := cgroupRoot(t)
+	bin := t.TempDir()
+	calls := bin + "/calls"
+	for _, tool := range []string{"systemctl", "docker", "scancel"} {
+		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\n"
+		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
+	ctr := strings.Repeat("c9", 32)
+	for _, c := range []struct {
+		kind           Kind
+		name, rt, cgrp string
+	}{
+		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
+		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
+		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
+	} {
+		t.Run(string(c.kind), func(t *testing.T) {
+			os.Remove(calls)
+			pid := jobHolder(t, "", 0, root, c.cgrp)
+			tg := identity(t, pid)
+			tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeKill)
+			ran, _ := os.ReadFile(calls)
+			if res[0].Outcome != Stopped || len(ran) > 0 || alive(pid) {
+				t.Errorf("%+v, stop command ran %q, alive %v; want stopped by SIGKILL to PID %d and no stop command", res[0], ran, alive(pid), pid)
+			}
+		})
 	}
 }
 

@@ -8,16 +8,31 @@ import (
 	"time"
 )
 
-// WritePlan writes the plan for people. clean makes host text safe to print (the caller's
-// sanitizer: a program name is the host's bytes).
-func WritePlan(w io.Writer, p Plan, clean func(string) string) {
+// How is how a plan will be run, which the plan's text shows: it changes what runs on the
+// host.
+type How struct {
+	Sudo      bool          // the script runs under sudo -n
+	KillAfter time.Duration // SIGKILL to a target still running this long after the stop; 0: none
+}
+
+// WritePlan writes the plan for people: for each target, the commands the apply script runs on
+// it once its identity is confirmed, as the script runs them. clean makes host text safe to
+// print (the caller's sanitizer: a program name is the host's bytes).
+func WritePlan(w io.Writer, p Plan, how How, clean func(string) string) {
+	through := ""
+	if how.Sudo {
+		through = ", through sudo -n"
+	}
 	for _, h := range p.Hosts {
-		fmt.Fprintf(w, "%s (boot %s):\n", clean(h.Host), short(h.BootID))
+		fmt.Fprintf(w, "%s (boot %s)%s:\n", clean(h.Host), short(h.BootID), through)
 		if len(h.Targets) == 0 {
 			fmt.Fprintf(w, "  nothing to stop\n")
 		}
 		for _, t := range h.Targets {
 			fmt.Fprintf(w, "  %s\n", clean(t.Line()))
+			if how.KillAfter > 0 {
+				fmt.Fprintf(w, "      then, if PID %d still runs %s after the apply started: %s\n", t.PID, how.KillAfter, t.KillLine())
+			}
 			fmt.Fprintf(w, "      %s of %s, started at tick %d, argv sha256 %s; %s: %s\n", clean(t.Program), clean(userOf(t)),
 				t.StartTicks, short(t.ArgvSHA256), t.Finding, strings.Join(t.Reasons, ", "))
 			if s := freesText(t.FreesMiB); s != "" {
@@ -33,21 +48,30 @@ func WritePlan(w io.Writer, p Plan, clean func(string) string) {
 	}
 }
 
-// Line is what applying t does, as a person would type it.
+// Line is what applying t runs on the host, word for word as the apply script runs it (a
+// finding's suggested commands, for a person to type, may differ: systemctl stop waits for
+// the unit, where the script queues the stop and watches the process itself).
 func (t Target) Line() string {
 	pid := fmt.Sprint(t.PID)
 	switch t.Kind {
 	case KindStopUnit:
-		return "systemctl stop -- " + t.Name + "   (holds PID " + pid + ")"
+		return "systemctl stop --no-block -- " + t.Name + "   (holds PID " + pid + ")"
 	case KindStopContainer:
 		return t.Runtime + " stop -- " + t.Name + "   (holds PID " + pid + ")"
 	case KindCancelJob:
 		return "scancel -- " + t.Name + "   (holds PID " + pid + ")"
 	}
 	if t.Stopped {
-		return "kill -TERM " + pid + "; kill -CONT " + pid
+		return "kill -s TERM " + pid + "; kill -s CONT " + pid
 	}
-	return "kill -TERM " + pid
+	return "kill -s TERM " + pid
+}
+
+// KillLine is what the apply script runs on t's process when it outlives the stop (with
+// --kill-after, or once the operator has confirmed SIGKILL): whatever the kind, SIGKILL to the
+// PID, its start time checked again first.
+func (t Target) KillLine() string {
+	return "kill -s KILL " + fmt.Sprint(t.PID)
 }
 
 func userOf(t Target) string {
@@ -155,4 +179,7 @@ var refusals = map[string]string{
 	"not-in-container":   "it is no longer in the container the plan names",
 	"not-in-job":         "it is no longer in the job the plan names",
 	"no-sha256sum":       "the host has no sha256sum to check its command line",
+	"argv-read-timeout":  "its command line could not be read within 2 s (a read of its memory that does not end): check it by hand",
+	"argv-unreadable":    "its command line could not be read",
+	"no-tempdir":         "the host has no writable /tmp or /var/tmp to bound the read of its command line in",
 }

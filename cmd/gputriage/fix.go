@@ -76,7 +76,8 @@ Flags:
 const fixTail = `
 Exit status:
   0    every target stopped and its GPU memory was released (or nothing to do, or --plan-out)
-  1    a target was refused, still runs, or still holds memory; or the answer did not match
+  1    a target was refused, still runs, still holds memory, or what became of it is not
+       known (the session ended before the host answered); or the answer did not match
   2    usage error, or no terminal for the typed confirmation without --yes
   3    a host could not be probed or reached
 `
@@ -107,7 +108,7 @@ func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if err != nil || plan == nil {
 		return exitUsage, err
 	}
-	fix.WritePlan(e.stdout, *plan, report.Sanitize)
+	fix.WritePlan(e.stdout, *plan, fix.How{Sudo: o.ssh.sudo, KillAfter: f.killAfter}, report.Sanitize)
 	if f.planOut != "" {
 		if err := writePlanFile(f.planOut, *plan); err != nil {
 			return exitInternal, err
@@ -292,7 +293,7 @@ func (f *fixOptions) applyPlan(ctx context.Context, o *options, p fix.Plan, e *e
 	runs := f.runHosts(ctx, o, p, fix.ModeTerm, nil, e)
 	var again []int // indexes of hosts with targets still running
 	for i, r := range runs {
-		if r.err != nil {
+		if r.err != nil && !r.unknown {
 			code = exitFixHostFailed
 			continue
 		}
@@ -447,6 +448,11 @@ func (f *fixOptions) runHost(ctx context.Context, o *options, planID string, hp 
 			r.results, r.err, r.unknown = nil, res.Err, res.Err.Phase == sshexec.PhaseProbe
 		}
 	}
+	if r.unknown {
+		for _, t := range hp.Targets {
+			r.results = append(r.results, fix.Result{PID: t.PID, Outcome: fix.Unconfirmed, Detail: "no-answer"})
+		}
+	}
 	return r
 }
 
@@ -472,11 +478,8 @@ func (f *fixOptions) report(o *options, planID string, mode fix.Mode, r hostRun,
 		return
 	case r.err != nil:
 		fmt.Fprintf(e.stdout, "%s: outcome unknown: the session ended after the plan was sent (%s), before the host said what it did: "+
-			"targets may have been signalled; see the audit log, and gputriage %s\n",
+			"targets may have been signalled; see what became of them with gputriage watch %s --until free\n",
 			report.Sanitize(host), report.Sanitize(r.err.Error()), report.Sanitize(host))
-		for _, t := range r.hp.Targets {
-			r.results = append(r.results, fix.Result{PID: t.PID, Outcome: fix.Unconfirmed, Detail: "no-answer"})
-		}
 	case r.cut != nil:
 		fmt.Fprintf(e.stdout, "%s: the session ended before the watch did (%s); what the host said it did:\n",
 			report.Sanitize(host), report.Sanitize(r.cut.Error()))

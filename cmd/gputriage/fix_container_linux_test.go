@@ -257,7 +257,7 @@ func TestFixSparesHealthyServerInSameContainer(t *testing.T) {
 	out, errOut, code := l.fix(t, nil, "--yes", "gpu-ctr")
 	t.Logf("gputriage fix --yes gpu-ctr:\n%s", out)
 	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-ctr: PID %d sglang\.launch_server: stopped \S+ after the signal; nvidia-smi no longer lists it \(it held 55,286 MiB on GPU 0\)$`, l.oldPID))
-	if code != exitOK || !strings.Contains(out, fmt.Sprintf("  kill -TERM %d\n", l.oldPID)) || !stopped.MatchString(out) {
+	if code != exitOK || !strings.Contains(out, fmt.Sprintf("  kill -s TERM %d\n", l.oldPID)) || !stopped.MatchString(out) {
 		t.Errorf("exit %d, want 0, the leftover's kill and its stop\n%s\n%s", code, out, errOut)
 	}
 	if m := regexp.MustCompile(fmt.Sprintf(`\b%d\b|docker stop|GPU 1`, l.newPID)).FindString(out + errOut); m != "" {

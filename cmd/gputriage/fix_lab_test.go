@@ -191,10 +191,10 @@ func TestFixSeedIncident(t *testing.T) {
 	t.Logf("gputriage fix --yes gpu-fix:\n%s", out)
 	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: PID %d sglang\.launch_server: stopped \S+ after the signal; nvidia-smi no longer lists it \(it held 55,286 MiB on GPU 0\)$`, l.leftover.PID))
 	released := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: GPU 0: 55,286 MiB released \S+ s after PID %d was gone`, l.leftover.PID))
-	if !strings.Contains(out, fmt.Sprintf("kill -TERM %d\n", l.leftover.PID)) || !stopped.MatchString(out) || !released.MatchString(out) {
+	if !strings.Contains(out, fmt.Sprintf("kill -s TERM %d\n", l.leftover.PID)) || !stopped.MatchString(out) || !released.MatchString(out) {
 		t.Errorf("output lacks the plan, the stop or the release:\n%s", out)
 	}
-	if regexp.MustCompile(fmt.Sprintf(`(PID|kill -TERM|"pid":) %d\b`, l.healthy.PID)).MatchString(out) {
+	if regexp.MustCompile(fmt.Sprintf(`(PID|kill -s TERM|"pid":) %d\b`, l.healthy.PID)).MatchString(out) {
 		t.Errorf("the healthy server %d is named:\n%s", l.healthy.PID, out)
 	}
 	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {

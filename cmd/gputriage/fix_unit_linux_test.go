@@ -165,7 +165,7 @@ func TestFixStopsSystemdUnit(t *testing.T) {
 		t.Fatalf("exit %d, want 0\nstdout:\n%s\nstderr:\n%s\nsystemd:\n%s", code, out, errOut, l.sd.Log())
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(fmt.Sprintf(`(?m)^  systemctl stop -- sglang-old\.service   \(holds PID %d\)$`, oldPID)),
+		regexp.MustCompile(fmt.Sprintf(`(?m)^  systemctl stop --no-block -- sglang-old\.service   \(holds PID %d\)$`, oldPID)),
 		regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-unit: PID %d sglang\.launch_server: stopped \S+ after the signal; nvidia-smi no longer lists it \(it held 55,286 MiB on GPU 0\)$`, oldPID)),
 		regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-unit: GPU 0: 55,286 MiB released \S+ s after PID %d was gone`, oldPID)),
 	} {

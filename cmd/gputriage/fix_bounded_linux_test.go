@@ -1,0 +1,114 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/fix"
+)
+
+// A target whose command line takes hours to read (its owner pointed its argv at a terabyte of
+// untouched memory) does not stall the host's apply: fix refuses it within the script's 2 s
+// bound on that read, says why, and still stops the leftover after it in the same plan, well
+// within --timeout. Before the read was bounded, the apply ran into the session's timeout, and
+// the leftover was neither stopped nor reported.
+func TestFixBoundsSlowArgvRead(t *testing.T) {
+	l := newFixLab(t)
+	plan := filepath.Join(l.dir, "plan.json")
+	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix"); code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	slow := l.slowArgv(t)
+	raw, err := os.ReadFile(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := fix.Read(bytes.NewReader(raw))
+	if err != nil || len(p.Hosts) != 1 || len(p.Hosts[0].Targets) != 1 {
+		t.Fatalf("plan %+v (%v)", p, err)
+	}
+	// The slow one first: what follows it on the host must still be acted on.
+	p.Hosts[0].Targets = append([]fix.Target{slow}, p.Hosts[0].Targets...)
+	var b bytes.Buffer
+	if err := fix.Write(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plan, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, errOut, code := l.fix(t, nil, "--yes", "--wait", "10s", "--apply", plan)
+	took := time.Since(start)
+	t.Logf("gputriage fix --apply took %s:\n%s", took.Round(time.Millisecond), out)
+	refused := fmt.Sprintf("gpu-fix: PID %d slowargv: refused: its command line could not be read within 2 s", slow.PID)
+	stopped := regexp.MustCompile(fmt.Sprintf(`(?m)^gpu-fix: PID %d sglang\.launch_server: stopped `, l.leftover.PID))
+	if code != exitFixIncomplete || !strings.Contains(out, refused) || !stopped.MatchString(out) {
+		t.Errorf("exit %d, want %d, the slow one refused and the leftover stopped\n%s\n%s", code, exitFixIncomplete, out, errOut)
+	}
+	if took > 15*time.Second { // --timeout is 30 s, the session's limit 40 s
+		t.Errorf("fix --apply took %s", took)
+	}
+	if regexp.MustCompile(fmt.Sprintf(`(PID|kill -s TERM) %d\b`, l.healthy.PID)).MatchString(out) {
+		t.Errorf("the healthy server %d is named:\n%s", l.healthy.PID, out)
+	}
+	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) || !l.alive(t, slow.PID) {
+		t.Errorf("leftover alive %v, healthy alive %v, slow one alive %v; want false, true, true",
+			l.alive(t, l.leftover.PID), l.alive(t, l.healthy.PID), l.alive(t, slow.PID))
+	}
+	recs := l.records(t)
+	if len(recs) != 2 || recs[0].Result.Outcome != fix.Refused || recs[0].Result.Detail != "argv-read-timeout" ||
+		recs[1].Result.Outcome != fix.Stopped {
+		t.Errorf("audit records %+v", recs)
+	}
+}
+
+// slowArgv starts fix/testdata/slowargv.py on the lab host, in a session of its own, and
+// returns it as a kill target once its command line has become slow to read: a process of
+// root's, with the identity it had when its command line was its own.
+func (l *fixLab) slowArgv(t *testing.T) fix.Target {
+	t.Helper()
+	script, err := filepath.Abs("../../fix/testdata/slowargv.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(l.sshd.Enter(t), "python3", script)
+	c := exec.Command(args[0], args[1:]...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); c.Wait() }) // it ends at the end of its input
+	r := bufio.NewReader(outPipe)
+	line, err := r.ReadString('\n')
+	tg := fix.Target{Kind: fix.KindKill, Program: "slowargv", Finding: "leftover-process", Reasons: []string{"orphaned"}}
+	if _, err2 := fmt.Sscan(line, &tg.PID, &tg.StartTicks, &tg.UID, &tg.ArgvSHA256); err != nil || err2 != nil {
+		t.Fatalf("slowargv.py said %q (%v %v)", line, err, err2)
+	}
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := r.ReadString('\n'); line != "slow\n" {
+		t.Fatalf("slowargv.py did not make its command line slow: %q %v", line, err)
+	}
+	return tg
+}
