@@ -155,4 +155,7 @@ var refusals = map[string]string{
 	"not-in-container":   "it is no longer in the container the plan names",
 	"not-in-job":         "it is no longer in the job the plan names",
 	"no-sha256sum":       "the host has no sha256sum to check its command line",
+	DetailNotNamed:       "the probe just before applying names no problem with it any more; nothing was sent",
+	DetailActionDiffers:  "the probe just before applying names it for another action than the plan's; nothing was sent",
+	DetailNotReprobed:    "the host could not be probed again just before applying; nothing was sent",
 }
