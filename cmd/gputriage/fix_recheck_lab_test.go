@@ -8,19 +8,63 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gputriage/gputriage/fix"
 )
 
-// signal sends sig (STOP, CONT) to pid on the lab host, as the process's owner would.
+// signal sends sig (STOP, CONT) to pid on the lab host, as the process's owner would. The
+// nsenter that started it, outside the host's namespace, stops itself when its child stops
+// (util-linux passes job control on) and is not resumed by the child's SIGCONT: it gets the
+// same signal, or a stopped nsenter would outlive the test, holding the tests' lock.
 func (l *fixLab) signal(t *testing.T, sig string, pid int) {
 	t.Helper()
 	args := append(l.sshd.Enter(t), "kill", "-"+sig, fmt.Sprint(pid))
 	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 		t.Fatalf("kill -%s %d: %v %s", sig, pid, err, out)
 	}
+	starter := l.starter(t, pid)
+	if starter == 0 {
+		return
+	}
+	if sig == "STOP" {
+		t.Cleanup(func() { syscall.Kill(starter, syscall.SIGCONT) })
+		return
+	}
+	syscall.Kill(starter, syscall.SIGCONT)
+}
+
+// starter is the parent, outside the lab host's namespace, of the host's process pid (the
+// nsenter that started it); 0 when there is none.
+func (l *fixLab) starter(t *testing.T, pid int) int {
+	t.Helper()
+	ns, err := os.Readlink("/proc/" + l.sshd.Enter(t)[2] + "/ns/pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		if n, _ := os.Readlink(d + "/ns/pid"); n != ns {
+			continue
+		}
+		b, _ := os.ReadFile(d + "/status")
+		var nspid []string
+		ppid := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				nspid = strings.Fields(v)
+			} else if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid, _ = strconv.Atoi(strings.TrimSpace(v))
+			}
+		}
+		if len(nspid) > 1 && nspid[len(nspid)-1] == strconv.Itoa(pid) {
+			return ppid
+		}
+	}
+	return 0
 }
 
 // A plan is a snapshot of what was a problem when it was written. A server its owner had paused
