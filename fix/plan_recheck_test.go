@@ -1,7 +1,9 @@
 package fix
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,5 +136,29 @@ func TestRecheckNotRoot(t *testing.T) {
 	_, refused := Recheck(hp, s, diagnose.Diagnose(s, *s.Host.Time))
 	if len(refused) != 1 || refused[0].Detail != "permission" {
 		t.Errorf("refused %+v", refused)
+	}
+}
+
+// A plan naming a host twice, or a PID twice on a host, is refused whole: each would be
+// applied twice at once.
+func TestReadRefusesTwice(t *testing.T) {
+	s, r := seed(t, strings.Repeat("ab", 16))
+	hp := BuildHost("ct200", s, r)
+	twiceTarget := hp
+	twiceTarget.Targets = append(slices.Clone(hp.Targets), hp.Targets[0])
+	for _, c := range []struct {
+		hosts []HostPlan
+		want  string
+	}{
+		{[]HostPlan{hp, hp}, `host "ct200" is in the plan twice`},
+		{[]HostPlan{twiceTarget}, "pid 20629 is a target twice"},
+	} {
+		var b bytes.Buffer
+		if err := Write(&b, Plan{Version: Version, ID: "0011223344556677", Hosts: c.hosts}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Read(&b); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Read: %v, want %q", err, c.want)
+		}
 	}
 }

@@ -240,6 +240,9 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 			return nil, false, usagef("fix: %v", err)
 		}
 		defer fh.Close()
+		if err := checkPlanFile(fh); err != nil {
+			return nil, false, usagef("fix: %s: %v", f.apply, err)
+		}
 		p, err := fix.Read(fh)
 		if err != nil {
 			return nil, false, usagef("fix: %s: %v", f.apply, err)
