@@ -43,9 +43,22 @@ func Read(r io.Reader) (Plan, error) {
 	if !isHex(p.ID, 16) {
 		return Plan{}, fmt.Errorf("%w: id %q is not 16 hex digits", ErrPlan, p.ID)
 	}
+	hosts := map[string]bool{}
 	for _, h := range p.Hosts {
 		if h.Host == "" {
 			return Plan{}, fmt.Errorf("%w: a host without a name", ErrPlan)
+		}
+		// Twice the same host, or the same PID twice on one, would be applied twice at once.
+		if hosts[h.Host] {
+			return Plan{}, fmt.Errorf("%w: host %q is in the plan twice", ErrPlan, h.Host)
+		}
+		hosts[h.Host] = true
+		pids := map[int]bool{}
+		for _, t := range h.Targets {
+			if pids[t.PID] {
+				return Plan{}, fmt.Errorf("%w: host %q: pid %d is a target twice", ErrPlan, h.Host, t.PID)
+			}
+			pids[t.PID] = true
 		}
 		if len(h.Targets) > 0 && !isHex(h.BootID, 32) {
 			return Plan{}, fmt.Errorf("%w: host %q: boot id %q is not 32 hex digits", ErrPlan, h.Host, h.BootID)

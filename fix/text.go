@@ -182,4 +182,7 @@ var refusals = map[string]string{
 	"argv-read-timeout":  "its command line could not be read within 2 s (a read of its memory that does not end): check it by hand",
 	"argv-unreadable":    "its command line could not be read",
 	"no-tempdir":         "the host has no writable /tmp or /var/tmp to bound the read of its command line in",
+	DetailNotNamed:       "the probe just before applying names no problem with it any more; nothing was sent",
+	DetailActionDiffers:  "the probe just before applying names it for another action than the plan's; nothing was sent",
+	DetailNotReprobed:    "the host could not be probed again just before applying; nothing was sent",
 }

@@ -39,8 +39,10 @@ type pending struct {
 	gpu      int
 	share    int64 // the holder's MiB on gpu when last seen
 	baseline int64 // gpu's used MiB in that round
-	goneAt   clock // the round that first saw the holder gone
-	goneRes  time.Duration
+	// others are the MiB on gpu that nvidia-smi listed in that round for the other holders.
+	others  map[HolderKey]int64
+	goneAt  clock // the round that first saw the holder gone
+	goneRes time.Duration
 }
 
 // Observe takes the host's next round and returns the host's status and what changed since
@@ -103,7 +105,8 @@ func (h *Host) diff(cur *state) []Event {
 		for _, g := range hd.GPUs {
 			used := h.prev.gpus[g].UsedMiB
 			if hd.MiB[g] > 0 && used != nil {
-				h.pending = append(h.pending, pending{holder: hd, gpu: g, share: hd.MiB[g], baseline: *used, goneAt: cur.clock, goneRes: res})
+				h.pending = append(h.pending, pending{holder: hd, gpu: g, share: hd.MiB[g], baseline: *used,
+					others: h.prev.listed(g, k), goneAt: cur.clock, goneRes: res})
 			}
 		}
 	}
@@ -125,15 +128,20 @@ func (h *Host) diff(cur *state) []Event {
 
 // released finds the vanished holders whose memory is back: their GPU's used memory is below
 // the round they were last seen in by at least their share, plus the shares of holders that
-// vanished from that GPU before them and are still awaited. A release lowers the baseline of
-// the holders still awaited on that GPU by its share, so that it is counted once.
+// vanished from that GPU before them and are still awaited, once what the holders listed now
+// do with their own shares is taken out (see drop). A release lowers the baseline of the
+// holders still awaited on that GPU by its share, so that it is counted once.
 func (h *Host) released(cur *state) []Event {
 	var evs []Event
 	awaited := map[int]int64{} // per GPU: shares of earlier holders still awaited
+	gone := map[int]bool{}     // PIDs of the holders awaited
+	for _, p := range h.pending {
+		gone[p.holder.PID] = true
+	}
 	for i := 0; i < len(h.pending); i++ {
 		p := h.pending[i]
-		used := cur.gpus[p.gpu].UsedMiB
-		if used == nil || p.baseline-*used < p.share+awaited[p.gpu] {
+		d, ok := p.drop(cur, gone)
+		if !ok || d < p.share+awaited[p.gpu] {
 			awaited[p.gpu] += p.share
 			continue
 		}
@@ -150,6 +158,39 @@ func (h *Host) released(cur *state) []Event {
 		}
 	}
 	return evs
+}
+
+// drop is how far p's GPU's used memory has come down since p's holder was last seen, less
+// what the holders nvidia-smi lists now freed of their own shares since then (a healthy holder
+// beside a leftover freeing as much as it held at the moment the leftover exits, which a host
+// user can time, is not the leftover's memory coming back) and plus what they took since (a
+// new job given the freed GPU at once does not hold the release off for ever). A holder with
+// the PID of an awaited one (gone) is not counted: the driver may still list what it holds for
+// the process that has gone under that PID, which a new process may be handed. ok is false
+// when the GPU's used memory is unknown.
+func (p pending) drop(cur *state, gone map[int]bool) (mib int64, ok bool) {
+	used := cur.gpus[p.gpu].UsedMiB
+	if used == nil {
+		return 0, false
+	}
+	mib = p.baseline - *used
+	for k, hd := range cur.holders {
+		if !gone[k.PID] {
+			mib += hd.MiB[p.gpu] - p.others[k]
+		}
+	}
+	return mib, true
+}
+
+// listed is the MiB on gpu nvidia-smi lists for each holder of the round but except.
+func (s *state) listed(gpu int, except HolderKey) map[HolderKey]int64 {
+	m := map[HolderKey]int64{}
+	for k, hd := range s.holders {
+		if k != except && hd.MiB[gpu] != 0 {
+			m[k] = hd.MiB[gpu]
+		}
+	}
+	return m
 }
 
 // prevOr is the previous good round, or cur on the first one.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,8 +34,8 @@ type fixOptions struct {
 	killAfter time.Duration
 	wait      time.Duration
 
-	// bases are the hosts' whole snapshots as probed for the plan, by host name: the first
-	// round of the watch for released memory (none with --apply).
+	// bases are the hosts' whole snapshots as probed for the plan, or again just before it is
+	// applied, by host name: the first round of the watch for released memory.
 	bases map[string]baseline
 }
 
@@ -123,17 +124,33 @@ func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if ok, err := f.confirm(*plan, e); err != nil || !ok {
 		return exitFixIncomplete, err
 	}
-	if f.apply != "" {
-		f.baselines(ctx, &o, *plan, e)
+	code := exitOK
+	if f.apply != "" || !f.yes {
+		// A reviewed plan, or one that waited at the prompt, is a past probe's: apply only
+		// what a probe taken now still names.
+		*plan, code = f.recheck(ctx, &o, *plan, e)
 	}
-	code := f.applyPlan(ctx, &o, *plan, e)
-	return failedCode(failed, code), nil
+	return failedCode(failed, fixWorse(code, f.applyPlan(ctx, &o, *plan, e))), nil
 }
 
-// baselines probes a reviewed plan's hosts once more, just before it is applied, so that watch
-// has a first round to see each stopped target's memory come back against. A host this probe
-// misses is applied all the same, and not watched.
-func (f *fixOptions) baselines(ctx context.Context, o *options, p fix.Plan, e *env) {
+// fixWorse is the exit status of two parts of one fix: a target not stopped (1) before a host
+// not reached (3) before success.
+func fixWorse(a, b int) int {
+	for _, c := range []int{exitFixIncomplete, exitFixHostFailed} {
+		if a == c || b == c {
+			return c
+		}
+	}
+	return max(a, b)
+}
+
+// recheck probes the plan's hosts once more, just before it is applied, and keeps each host's
+// targets that this probe's diagnosis still names alike (fix.Recheck); it prints and records
+// the others as refused, and refuses every target of a host it cannot probe. The probe is also
+// the first round of the watch that sees each stopped target's memory come back. The code is
+// exitFixIncomplete when a target was refused, else exitFixHostFailed when a host could not
+// be probed.
+func (f *fixOptions) recheck(ctx context.Context, o *options, p fix.Plan, e *env) (fix.Plan, int) {
 	var mu sync.Mutex
 	f.bases = map[string]baseline{}
 	see := func(h *report.Host) {
@@ -152,6 +169,43 @@ func (f *fixOptions) baselines(ctx context.Context, o *options, p fix.Plan, e *e
 	if len(names) > 0 {
 		o.remote(ctx, names, triager{see: see}, e)
 	}
+	code := exitOK
+	kept := p
+	kept.Hosts = slices.Clone(p.Hosts)
+	for i, hp := range kept.Hosts {
+		if len(hp.Targets) == 0 {
+			continue
+		}
+		var refused []fix.Refusal
+		if b, ok := f.bases[hp.Host]; ok {
+			kept.Hosts[i], refused = fix.Recheck(hp, b.snap, b.result)
+			if len(refused) > 0 {
+				code = exitFixIncomplete
+			}
+		} else {
+			kept.Hosts[i].Targets = nil
+			for _, t := range hp.Targets {
+				refused = append(refused, fix.Refusal{Target: t, Detail: fix.DetailNotReprobed})
+			}
+			code = fixWorse(code, exitFixHostFailed)
+		}
+		if len(refused) > 0 {
+			f.reportRefused(o, p.ID, hp, refused, e)
+		}
+	}
+	return kept, code
+}
+
+// reportRefused prints and records the targets of hp that recheck refused: nothing was sent
+// to the host for them.
+func (f *fixOptions) reportRefused(o *options, planID string, hp fix.HostPlan, refused []fix.Refusal, e *env) {
+	r := hostRun{hp: hp}
+	r.hp.Targets = nil
+	for _, x := range refused {
+		r.hp.Targets = append(r.hp.Targets, x.Target)
+		r.results = append(r.results, fix.Result{PID: x.Target.PID, Outcome: fix.Refused, Detail: x.Detail})
+	}
+	f.report(o, planID, fix.ModeTerm, r, e)
 }
 
 func failedCode(failed bool, code int) int {
@@ -187,6 +241,9 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 			return nil, false, usagef("fix: %v", err)
 		}
 		defer fh.Close()
+		if err := checkPlanFile(fh); err != nil {
+			return nil, false, usagef("fix: %s: %v", f.apply, err)
+		}
 		p, err := fix.Read(fh)
 		if err != nil {
 			return nil, false, usagef("fix: %s: %v", f.apply, err)

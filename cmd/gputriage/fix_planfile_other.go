@@ -1,0 +1,8 @@
+//go:build !unix
+
+package main
+
+import "io/fs"
+
+// fileOwner: no owner to check where files have no uid.
+func fileOwner(fs.FileInfo) (int, bool) { return 0, false }
