@@ -36,6 +36,9 @@ type stage struct {
 	// aged makes processes older than a test can wait for: PID -> its age when probed. Only
 	// the start time in the parsed capture is moved back; all else is the real process.
 	aged map[int]time.Duration
+	// enter, when set, is a command prefix the probe runs behind (e.g. nsenter into a mount
+	// namespace with a /dev/shm of its own).
+	enter []string
 }
 
 func newStage(t *testing.T) *stage {
@@ -178,7 +181,13 @@ func (s *stage) run() rendered {
 	if err := scenario.WriteFakeSystemctl(dir, s.units); err != nil {
 		s.t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	probe := func() ([]byte, error) {
+		return scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	}
+	if s.enter != nil {
+		probe = func() ([]byte, error) { return probeBehind(s.enter, dir) }
+	}
+	raw, err := probe()
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -1,0 +1,171 @@
+//go:build linux
+
+package scenario_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Attacks by a host's unprivileged users on the verdict: each stages what such a user can do
+// (their own processes, files in /dev/shm) next to healthy work, and checks that no output
+// names the healthy work as the problem.
+
+// shmBox is a mount namespace whose /dev/shm is a tmpfs of its own, as a container's is, so
+// that a test may fill it without touching this machine's. PIDs are this machine's.
+type shmBox struct {
+	enter []string // the command prefix that runs a command inside
+}
+
+func newShmBox(t *testing.T, size string) shmBox {
+	t.Helper()
+	for _, prog := range []string{"unshare", "nsenter", "setpriv"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			t.Skipf("%s not installed", prog)
+		}
+	}
+	// unshare and sh exec, so the process started is the sleep that holds the namespace.
+	cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+		"mount -t tmpfs -o size="+size+",mode=1777 tmpfs /dev/shm && echo ready && exec sleep 100000")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the /dev/shm box did not start: %q", line)
+	}
+	return shmBox{enter: []string{"nsenter", "-t", strconv.Itoa(cmd.Process.Pid), "-m", "--"}}
+}
+
+// run runs argv inside the box, as uid when uid > 0.
+func (b shmBox) run(t *testing.T, uid int, argv ...string) {
+	t.Helper()
+	if out, err := b.command(uid, argv...).CombinedOutput(); err != nil {
+		t.Fatalf("%q in the box: %v: %s", argv, err, out)
+	}
+}
+
+func (b shmBox) command(uid int, argv ...string) *exec.Cmd {
+	full := append([]string{}, b.enter...)
+	if uid > 0 {
+		id := strconv.Itoa(uid)
+		full = append(full, "setpriv", "--reuid="+id, "--regid="+id, "--clear-groups", "--")
+	}
+	full = append(full, argv...)
+	return exec.Command(full[0], full[1:]...)
+}
+
+// start runs a python3 program inside the box as uid; it prints "ready PID" once in place.
+// The process is killed when the test ends.
+func (b shmBox) start(t *testing.T, uid int, program string) int {
+	t.Helper()
+	cmd := b.command(uid, "/usr/bin/python3", "-c", program) // not a root-only pyenv shim
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready")))
+	if !strings.HasPrefix(line, "ready") || err != nil {
+		t.Fatalf("the program in the box did not start: %q", line)
+	}
+	return pid
+}
+
+// probeBehind runs the probe as scenario.RunProbe does, behind the command prefix enter.
+func probeBehind(enter []string, smiDir string) ([]byte, error) {
+	argv := append(append([]string{}, enter...), "sh", "-s")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader("set -- 5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00\n" + parse.ProbeScript)
+	cmd.Env = append(os.Environ(), "PATH="+smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("probe: %v: %s", err, stderr.String())
+	}
+	return out, nil
+}
+
+// ncclSegment is a program that maps a NCCL shared-memory segment and unlinks it, as every
+// healthy NCCL job does.
+const ncclSegment = `import mmap, os, time
+p = "/dev/shm/nccl-gt%d" % os.getpid()
+fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o600)
+os.ftruncate(fd, 1 << 20)
+m = mmap.mmap(fd, 1 << 20)
+m[:] = b"x" * (1 << 20)
+os.unlink(p)
+print("ready", os.getpid(), flush=True)
+time.sleep(100000)`
+
+// TestAttackFillShm: any user may write /dev/shm until it is full. shm-full then reports it,
+// and must not blame the healthy processes that keep deleted files there (a running service's
+// weights another user deleted, a NCCL job's segments) in any sentence, command, drain reason
+// or the PIDs a report colors.
+func TestAttackFillShm(t *testing.T) {
+	s := newStage(t)
+	box := newShmBox(t, "64m")
+	s.enter = box.enter
+	s.gpuSet([]int64{81559, 81559})
+
+	// A running service's weights, in a directory another user may write, deleted by them.
+	box.run(t, 0, "install", "-d", "-m", "0777", "-o", "65534", "-g", "65534", "/dev/shm/shared")
+	svc := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service"),
+		ShmDir: "/dev/shm/shared", ShmFiles: 2, ShmBytes: 1 << 20, Args: []string{"--model", "/dev/shm/shared"}, Enter: box.enter}, false)
+	t.Cleanup(func() { syscall.Kill(svc.PID, syscall.SIGKILL) })
+	s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: svc.PID})
+	box.run(t, 65534, "rm", "-rf", "--", "/dev/shm/shared")
+	// A running service serving weights it keeps in /dev/shm.
+	live := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.cgroup("system.slice/sglang.service"),
+		ShmDir: "/dev/shm/Qwen3-8B", ShmFiles: 2, ShmBytes: 4 << 20, Args: []string{"--model-path", "/dev/shm/Qwen3-8B"}, Enter: box.enter}, false)
+	t.Cleanup(func() { syscall.Kill(live.PID, syscall.SIGKILL) })
+	s.units = append(s.units, scenario.Unit{Name: "sglang.service", ActiveState: "active", SubState: "running", MainPID: live.PID})
+	// A user's training job with its NCCL segment.
+	job := box.start(t, 1000, ncclSegment)
+	// Another user fills /dev/shm.
+	_ = box.command(65534, "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=64").Run()
+
+	s.hold(svc.PID, 0, 30_000)
+	s.hold(job, 1, 20_000)
+	s.hold(live.PID, 1, 20_000)
+	r := s.run()
+	healthy := []int{svc.PID, job, live.PID}
+	checkStaged(t, r, expect{code: diagnose.CodeShmFull,
+		// What fills /dev/shm is still shown, the healthy work's share named as healthy.
+		text: []string{"/dev/shm/Qwen3-8B: directory", fmt.Sprintf("PID %d (GPU work that looks healthy)", live.PID),
+			fmt.Sprintf("deleted files kept by work that looks healthy (a runtime's segments, a running service's files): 3 MiB, by PIDs %d, %d", svc.PID, job)},
+		innocent: scenario.Innocents{PIDs: healthy,
+			Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`kill .*\b(%d|%d|%d)\b`, svc.PID, job, live.PID))}}})
+	for pid := range r.res.BlamedPIDs() {
+		if slices.Contains(healthy, pid) {
+			t.Errorf("PID %d, healthy, is blamed (colored in the process table)", pid)
+		}
+	}
+	reason := diagnose.DrainReason(diagnose.CheckNode(r.res, diagnose.NodeScope{}))
+	for _, pid := range healthy {
+		if scenario.HasToken(reason, strconv.Itoa(pid)) {
+			t.Errorf("node-check's drain reason names healthy PID %d: %q", pid, reason)
+		}
+	}
+}
