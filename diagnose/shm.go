@@ -234,9 +234,10 @@ func (h *host) deletedShmUse() shmKeeping {
 			if !u.Deleted {
 				continue
 			}
-			paths = append(paths, u.Path)
-			if _, ok := size[u.Path]; !ok && u.Bytes != nil {
-				size[u.Path] = *u.Bytes
+			k := shmFileKey(u)
+			paths = append(paths, k)
+			if _, ok := size[k]; !ok && u.Bytes != nil {
+				size[k] = *u.Bytes
 			}
 		}
 		if len(paths) == 0 {

@@ -227,11 +227,12 @@ capsec maps 4194304 20 grep -s -H -F ' /dev/shm/' /proc/[0-9]*/maps
 MAPS=$OUT
 
 # Links, sizes and names of the /dev/shm files held open (deleted ones included), through
-# /proc/PID/fd/FD: "NLINK BYTES /proc/PID/fd/FD".
+# /proc/PID/fd/FD: "NLINK BYTES DEV INODE /proc/PID/fd/FD" (DEV: st_dev in hex). Device and inode
+# tell one file from another of the same name: a deleted name is free to be used again.
 SHMFDS=$(printf '%s\n' "$FDX" | awk -F '\t' '$1 ~ /^\/proc\/[0-9]+\/fd$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^\/dev\/shm\// { print $1 "/" $2 }')
 shmfdstat() {
 	# shellcheck disable=SC2086 # /proc/PID/fd/FD paths: digits and slashes
-	t 10 stat -L -c '%h %s %n' -- $SHMFDS
+	t 10 stat -L -c '%h %s %D %i %n' -- $SHMFDS
 }
 if [ -n "$SHMFDS" ]; then sec fdstat 1048576 0 shmfdstat; else nosec fdstat 1048576 0; fi
 

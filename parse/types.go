@@ -197,6 +197,11 @@ type ShmUse struct {
 	// Bytes is the file's size (from the open fd), or else the total size of its mappings;
 	// nil when neither is known.
 	Bytes *int64
+	// File is the file's identity, its device and inode (see FileID); "" when unknown. Two
+	// uses of one path are of one file only when their identities agree: a deleted file's
+	// name is free for anyone to use again, and another mount namespace's /dev/shm has the
+	// same paths.
+	File string
 }
 
 // PathCheck records whether a path named on a process's command line exists.
@@ -310,7 +315,8 @@ type ShmMapping struct {
 	PID     int
 	Path    string // without the " (deleted)" suffix
 	Deleted bool
-	Bytes   int64 // sum of the distinct address ranges mapped
+	Bytes   int64  // sum of the distinct address ranges mapped
+	File    string // the first mapping's file identity (FileID); "" when unreadable
 }
 
 // FDSize is one line of the fdstat section: the size of the file behind /proc/PID/fd/FD.
@@ -320,4 +326,6 @@ type FDSize struct {
 	Bytes int64
 	// Links is the file's link count (0: deleted); nil in version 1 captures, which lack it.
 	Links *int
+	// File is the file's identity (FileID); "" in captures whose fdstat lacks it.
+	File string
 }

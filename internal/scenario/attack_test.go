@@ -4,6 +4,7 @@ package scenario_test
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -154,7 +155,8 @@ func TestAttackFillShm(t *testing.T) {
 	checkStaged(t, r, expect{code: diagnose.CodeShmFull,
 		// What fills /dev/shm is still shown, the healthy work's share named as healthy.
 		text: []string{"/dev/shm/Qwen3-8B: directory", fmt.Sprintf("PID %d (GPU work that looks healthy)", live.PID),
-			fmt.Sprintf("deleted files kept by work that looks healthy (a runtime's segments, a running service's files): 3 MiB, by PIDs %d, %d", svc.PID, job)},
+			"deleted files kept by work that looks healthy (a runtime's segments, a running service's files): ",
+			fmt.Sprintf("by PIDs %d, %d", svc.PID, job)},
 		innocent: scenario.Innocents{PIDs: healthy,
 			Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`kill .*\b(%d|%d|%d)\b`, svc.PID, job, live.PID))}}})
 	for pid := range r.res.BlamedPIDs() {
@@ -166,6 +168,76 @@ func TestAttackFillShm(t *testing.T) {
 	for _, pid := range healthy {
 		if scenario.HasToken(reason, strconv.Itoa(pid)) {
 			t.Errorf("node-check's drain reason names healthy PID %d: %q", pid, reason)
+		}
+	}
+}
+
+// mapReadOnly is a program that maps every file of a directory read-only, as a reader that
+// may read them (they are 0644) can.
+func mapReadOnly(dir string) string {
+	return fmt.Sprintf(`import glob, mmap, os, time
+ms = []
+for p in sorted(glob.glob(%q + "/*")):
+    f = open(p, "rb")
+    ms.append((f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)))
+print("ready", os.getpid(), flush=True)
+time.sleep(100000)`, dir)
+}
+
+// TestAttackShareDeletedFiles: a user's process that keeps a running service's deleted
+// /dev/shm files (mapped read-only before they were deleted), or deleted files of its own
+// under the very same names, must not make the service a co-culprit: the one keeps the same
+// files (the service is named, as healthy), the other keeps other files (the service is not
+// named at all).
+func TestAttackShareDeletedFiles(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559})
+	dir := fmt.Sprintf("/dev/shm/%s-shared", s.id)
+	if err := os.Mkdir(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := errors.Join(os.Chmod(dir, 0o777), os.Chown(dir, 65534, 65534)); err != nil {
+		t.Fatal(err)
+	}
+	svc := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service"),
+		ShmDir: dir, ShmFiles: 2, ShmBytes: 1 << 20, Args: []string{"--model", dir}}, false)
+	s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: svc.PID})
+	here := shmBox{}
+	sharer := here.start(t, 65534, mapReadOnly(dir))
+	// The directory's owner deletes the weights, then makes files of the same names, maps
+	// them and deletes them too.
+	here.run(t, 65534, "rm", "-rf", "--", dir)
+	mimic := s.server(scenario.Server{Module: "sglang.launch_server", UID: 65534, Python: "/usr/bin/python3",
+		ShmDir: dir, ShmFiles: 2, ShmBytes: 1 << 20, Delete: true}, false)
+	s.hold(svc.PID, 0, 30_000)
+	r := s.run()
+
+	checkStaged(t, r, expect{code: diagnose.CodeShmDeletedMapped, culprit: mimic.PID,
+		innocent: scenario.Innocents{PIDs: []int{svc.PID}, Names: []string{"vllm.service"},
+			Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`kill .*\b%d\b`, svc.PID))}}})
+	for _, f := range r.jsonFindings {
+		if f.Code != diagnose.CodeShmDeletedMapped {
+			continue
+		}
+		lines := append([]string{f.Title, f.Explanation}, f.Evidence...)
+		switch {
+		case slices.Contains(f.PIDs, mimic.PID):
+			// Unless the probe could not read the files' identities (a flood of mappings on this
+			// machine can cut the maps section), and says so.
+			for _, l := range lines {
+				hedged := strings.Contains(l, "could not tell whether the same file") && strings.Contains(l, "healthy")
+				if (scenario.HasToken(l, strconv.Itoa(svc.PID)) || scenario.HasToken(l, strconv.Itoa(sharer))) && !hedged {
+					t.Errorf("PID %d's files are others' than the service's and the sharer's, yet: %q", mimic.PID, l)
+				}
+			}
+		case slices.Contains(f.PIDs, sharer):
+			named := slices.ContainsFunc(lines, func(l string) bool {
+				return scenario.HasToken(l, strconv.Itoa(svc.PID)) && strings.Contains(l, "healthy")
+			})
+			if !named {
+				t.Errorf("PID %d keeps the service's files, but the service is not named as healthy:\n%s", sharer, strings.Join(lines, "\n"))
+			}
 		}
 	}
 }
