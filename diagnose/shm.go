@@ -110,9 +110,24 @@ func removeAction(e *parse.ShmEntry) Action {
 		Steps: []Command{{Line: "rm -rf -- " + shellQuote(e.Path)}}}
 }
 
-// shmStaleFinding reports large /dev/shm entries that no live process maps or holds open.
+// holdersUnknown reports whether the capture may not show every process that maps or holds
+// open a /dev/shm file: its fds or maps section was cut at its bound or its step failed. Any
+// user can map a file tens of thousands of times and so cut the maps section; an entry that
+// the processes read after theirs hold then only looks unused, and removing it would pull a
+// running server's weights from under it.
+func (h *host) holdersUnknown() bool {
+	for _, sec := range h.s.Sections {
+		if (sec.Name == "fds" || sec.Name == "maps") && !sec.Complete() {
+			return true
+		}
+	}
+	return false
+}
+
+// shmStaleFinding reports large /dev/shm entries that no live process maps or holds open;
+// none when the capture may not show every holder (holdersUnknown).
 func (h *host) shmStaleFinding() (Finding, bool) {
-	if !h.s.Shm.Listed {
+	if !h.s.Shm.Listed || h.holdersUnknown() {
 		return Finding{}, false
 	}
 	ix := h.indexShm()
@@ -189,8 +204,10 @@ func (h *host) shmFullFinding() (Finding, bool) {
 	}
 	keep := h.deletedShmUse()
 	f.PIDs = keep.blamed
-	for _, e := range ix.staleEntries() {
-		f.Actions = append(f.Actions, removeAction(e))
+	if !h.holdersUnknown() {
+		for _, e := range ix.staleEntries() {
+			f.Actions = append(f.Actions, removeAction(e))
+		}
 	}
 	for _, pid := range f.PIDs {
 		if _, bad := h.leftovers[pid]; bad && h.gpByPID[pid] != nil {

@@ -61,9 +61,12 @@ func (h *host) shmFullWords(f *Finding, u shmUsage, keep shmKeeping) {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("/dev/shm: size %s, used %s (%d%%), free %s", fmtBytes(u.size), fmtBytes(u.used), u.pct, fmtBytes(u.avail)))
 	for _, sf := range f.Shm {
 		line := shmEntryLine(sf)
-		if len(sf.PIDs) > 0 {
+		switch {
+		case len(sf.PIDs) > 0:
 			line += ", used by " + h.holdersText(sf.PIDs)
-		} else {
+		case h.holdersUnknown():
+			line += ", used by no process the probe saw (its view of open files and mappings was cut: see probe-limited)"
+		default:
 			line += ", used by no process"
 		}
 		f.Evidence = append(f.Evidence, line)

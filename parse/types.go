@@ -6,6 +6,7 @@ package parse
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -263,6 +264,16 @@ type SectionInfo struct {
 	Bytes     int
 	Limit     int
 	Truncated bool
+}
+
+// Complete reports whether the section was whole and its step did not fail: not cut at its
+// bound, and an exit status the probe's step counts as success.
+func (s SectionInfo) Complete() bool {
+	if s.Truncated || s.ExitCode == nil {
+		return false
+	}
+	ok, known := sectionOK[s.Name]
+	return !known || slices.Contains(ok, *s.ExitCode)
 }
 
 // Capture is a capture split into its sections, before any section is parsed.

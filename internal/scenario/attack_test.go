@@ -241,3 +241,76 @@ func TestAttackShareDeletedFiles(t *testing.T) {
 		}
 	}
 }
+
+// startInCgroup runs a python3 program as uid (root when 0) in the cgroup directory cg, as a
+// unit's process; it prints "ready PID" once in place and is killed when the test ends.
+func startInCgroup(t *testing.T, cg string, uid int, program string) int {
+	t.Helper()
+	return shmBox{enter: []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, cg}}.start(t, uid, program)
+}
+
+// libcMmap maps with libc's mmap, which (unlike Python's mmap module) keeps no descriptor of
+// its own: a mapping alone then holds the file.
+const libcMmap = `import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+def mapfd(fd, size):
+    a = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
+    return a is not None and a != ctypes.c_void_p(-1).value
+`
+
+// mapAndClose is a program that writes a sparse weights file of size bytes under dir, maps it
+// and closes its descriptor, as safetensors loads weights: the mapping alone holds the file.
+func mapAndClose(dir string, size int64) string {
+	return libcMmap + fmt.Sprintf(`os.makedirs(%q, exist_ok=True)
+fd = os.open(os.path.join(%q, "model-00001-of-00001.safetensors"), os.O_CREAT | os.O_RDWR, 0o644)
+os.ftruncate(fd, %d)
+assert mapfd(fd, %d)
+os.close(fd)
+print("ready", os.getpid(), flush=True)
+time.sleep(100000)`, dir, dir, size, size)
+}
+
+// mapFlood maps one small /dev/shm file n times, each its own line in /proc/PID/maps.
+func mapFlood(path string, n int) string {
+	return libcMmap + fmt.Sprintf(`fd = os.open(%q, os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 4096)
+for i in range(%d):
+    if not mapfd(fd, 4096):
+        break
+os.close(fd)
+print("ready", os.getpid(), flush=True)
+time.sleep(100000)`, path, n)
+}
+
+// TestAttackMapsFloodHidesHolders: a user who maps one file tens of thousands of times cuts
+// the probe's maps section at its bound, so the mappings read after theirs are missing. A
+// running service's weights, held by a mapping alone, then look held by nobody: no report may
+// suggest removing them.
+func TestAttackMapsFloodHidesHolders(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559})
+	flood := fmt.Sprintf("/dev/shm/%s-flood", s.id)
+	t.Cleanup(func() { os.Remove(flood) })
+	// Started first, its PID reads before the service's in /proc's order (the same number of
+	// digits, smaller).
+	shmBox{}.start(t, 65534, mapFlood(flood, 60_000))
+	dir := fmt.Sprintf("/dev/shm/%s-model", s.id)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	svc := startInCgroup(t, s.cgroup("system.slice/vllm.service"), 0, mapAndClose(dir, 2<<30))
+	s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: svc})
+	s.hold(svc, 0, 30_000)
+	r := s.run()
+	rm := regexp.MustCompile(`rm -rf -- '?` + regexp.QuoteMeta(dir))
+	if !strings.Contains(r.verbose, "section maps was cut") {
+		t.Fatalf("the flood did not cut the maps section:\n%s", r.verbose)
+	}
+	checkStaged(t, r, expect{innocent: scenario.Innocents{PIDs: []int{svc}, Names: []string{"vllm.service"},
+		Commands: []*regexp.Regexp{rm, anySystemctl}}})
+	for _, out := range []string{r.text, r.verbose, r.md, r.json} {
+		if m := rm.FindString(out); m != "" {
+			t.Errorf("a report suggests removing the service's live weights: %q", m)
+		}
+	}
+}
