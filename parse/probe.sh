@@ -222,8 +222,22 @@ else
 fi
 
 # Every /dev/shm mapping of every process we may read: "/proc/PID/maps:START-END PERMS OFF DEV
-# INODE PATH". The kernel writes a newline in PATH as \012.
-capsec maps 4194304 20 grep -s -H -F ' /dev/shm/' /proc/[0-9]*/maps
+# INODE PATH". The kernel writes a newline in PATH as \012. The GPU processes' maps come first
+# (nvidia-smi's apps, /dev/nvidia* holders; read again in the sweep, which the reader takes
+# once), at most 4096 lines each: any user can map one file tens of thousands of times and
+# fill the section's bound, and the deleted weights a leftover maps must not be what is cut.
+GPUMAPS=$(printf '%s\n@@next\n%s\n' "$APPS" "$FDX" | awk '
+$0 == "@@next" { part++; line = 0; next }
+{ line++; p = "" }
+part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
+part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/) { split(f[1], q, "/"); p = q[3] } }
+p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print "/proc/" p "/maps" }')
+mapscan() {
+	# shellcheck disable=SC2086 # /proc/PID/maps paths: digits and slashes
+	if [ -n "$GPUMAPS" ]; then t 10 grep -m 4096 -s -H -F ' /dev/shm/' $GPUMAPS 2>/dev/null; fi
+	t 20 grep -s -H -F ' /dev/shm/' /proc/[0-9]*/maps
+}
+capsec maps 4194304 0 mapscan
 MAPS=$OUT
 
 # Links, sizes and names of the /dev/shm files held open (deleted ones included), through

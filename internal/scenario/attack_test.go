@@ -262,14 +262,19 @@ def mapfd(fd, size):
 
 // mapAndClose is a program that writes a sparse weights file of size bytes under dir, maps it
 // and closes its descriptor, as safetensors loads weights: the mapping alone holds the file.
-func mapAndClose(dir string, size int64) string {
+// With remove, it then removes dir, as an operator's rm -rf of the weights would.
+func mapAndClose(dir string, size int64, remove bool) string {
+	rm := ""
+	if remove {
+		rm = fmt.Sprintf("import shutil; shutil.rmtree(%q)\n", dir)
+	}
 	return libcMmap + fmt.Sprintf(`os.makedirs(%q, exist_ok=True)
 fd = os.open(os.path.join(%q, "model-00001-of-00001.safetensors"), os.O_CREAT | os.O_RDWR, 0o644)
 os.ftruncate(fd, %d)
 assert mapfd(fd, %d)
 os.close(fd)
-print("ready", os.getpid(), flush=True)
-time.sleep(100000)`, dir, dir, size, size)
+%sprint("ready", os.getpid(), flush=True)
+time.sleep(100000)`, dir, dir, size, size, rm)
 }
 
 // mapFlood maps one small /dev/shm file n times, each its own line in /proc/PID/maps.
@@ -287,10 +292,11 @@ time.sleep(100000)`, path, n)
 // TestAttackMapsFloodHidesHolders: a user who maps one file tens of thousands of times cuts
 // the probe's maps section at its bound, so the mappings read after theirs are missing. A
 // running service's weights, held by a mapping alone, then look held by nobody: no report may
-// suggest removing them.
+// suggest removing them. Nor may the flood hide a leftover known by the deleted weights it
+// maps.
 func TestAttackMapsFloodHidesHolders(t *testing.T) {
 	s := newStage(t)
-	s.gpuSet([]int64{81559})
+	s.gpuSet([]int64{81559, 81559})
 	flood := fmt.Sprintf("/dev/shm/%s-flood", s.id)
 	t.Cleanup(func() { os.Remove(flood) })
 	// Started first, its PID reads before the service's in /proc's order (the same number of
@@ -298,10 +304,18 @@ func TestAttackMapsFloodHidesHolders(t *testing.T) {
 	shmBox{}.start(t, 65534, mapFlood(flood, 60_000))
 	dir := fmt.Sprintf("/dev/shm/%s-model", s.id)
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	svc := startInCgroup(t, s.cgroup("system.slice/vllm.service"), 0, mapAndClose(dir, 2<<30))
+	svc := startInCgroup(t, s.cgroup("system.slice/vllm.service"), 0, mapAndClose(dir, 2<<30, false))
 	s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: svc})
+	// A leftover known only by the deleted weights it maps: the flood must not hide it.
+	old := fmt.Sprintf("/dev/shm/%s-old", s.id)
+	t.Cleanup(func() { os.RemoveAll(old) })
+	left := shmBox{}.start(t, 0, mapAndClose(old, 1<<20, true))
 	s.hold(svc, 0, 30_000)
+	s.hold(left, 1, 40_000)
 	r := s.run()
+	if f := r.findingNaming(diagnose.CodeLeftoverProcess, []int{left}); f == nil || !slices.Contains(f.PIDs, left) {
+		t.Errorf("the flood hides the leftover %d:\n%s", left, r.text)
+	}
 	rm := regexp.MustCompile(`rm -rf -- '?` + regexp.QuoteMeta(dir))
 	if !strings.Contains(r.verbose, "section maps was cut") {
 		t.Fatalf("the flood did not cut the maps section:\n%s", r.verbose)
