@@ -17,7 +17,6 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
-	"github.com/gputriage/gputriage/parse"
 )
 
 // Attacks by a host's unprivileged users on the verdict: each stages what such a user can do
@@ -91,21 +90,6 @@ func (b shmBox) start(t *testing.T, uid int, program string) int {
 		t.Fatalf("the program in the box did not start: %q", line)
 	}
 	return pid
-}
-
-// probeBehind runs the probe as scenario.RunProbe does, behind the command prefix enter.
-func probeBehind(enter []string, smiDir string) ([]byte, error) {
-	argv := append(append([]string{}, enter...), "sh", "-s")
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin = strings.NewReader("set -- 5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00\n" + parse.ProbeScript)
-	cmd.Env = append(os.Environ(), "PATH="+smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("probe: %v: %s", err, stderr.String())
-	}
-	return out, nil
 }
 
 // ncclSegment is a program that maps a NCCL shared-memory segment and unlinks it, as every
