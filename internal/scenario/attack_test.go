@@ -312,3 +312,29 @@ func TestAttackMapsFloodHidesHolders(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackDrainReasonNamesNoHealthyWork: when memory no process is listed for (ghost
+// memory) unbalances the GPUs, the memory-imbalance error names the healthy service on a short
+// GPU as healthy; node-check's drain reason, which sinfo -R shows to everyone, must not name
+// it as the culprit either.
+func TestAttackDrainReasonNamesNoHealthyWork(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559, 81559, 81559})
+	h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.cgroup("system.slice/vllm.service")}, false)
+	s.units = append(s.units, scenario.Unit{Name: "vllm.service", ActiveState: "active", SubState: "running", MainPID: h.PID})
+	s.extra[0] = 30_000
+	s.hold(h.PID, 1, 30_000)
+	r := s.run()
+	if r.finding(diagnose.CodeMemoryImbalance) == nil {
+		t.Fatalf("no memory-imbalance:\n%s", r.text)
+	}
+	problems := diagnose.CheckNode(r.res, diagnose.NodeScope{})
+	for _, p := range problems {
+		if p.PID == h.PID {
+			t.Errorf("node-check's %s problem has the healthy service, PID %d, for its culprit", p.Code, h.PID)
+		}
+	}
+	if reason := diagnose.DrainReason(problems); scenario.HasToken(reason, strconv.Itoa(h.PID)) {
+		t.Errorf("node-check's drain reason names the healthy service, PID %d: %q", h.PID, reason)
+	}
+}
