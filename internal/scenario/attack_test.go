@@ -17,6 +17,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/report"
 )
 
 // Attacks by a host's unprivileged users on the verdict: each stages what such a user can do
@@ -336,5 +337,31 @@ func TestAttackDrainReasonNamesNoHealthyWork(t *testing.T) {
 	}
 	if reason := diagnose.DrainReason(problems); scenario.HasToken(reason, strconv.Itoa(h.PID)) {
 		t.Errorf("node-check's drain reason names the healthy service, PID %d: %q", h.PID, reason)
+	}
+}
+
+// TestAttackMetricsNameNoHealthyJob: the same, for the Prometheus export: a memory-imbalance
+// error's slurm_job label names the jobs it blames, never the healthy job on a short GPU that
+// an alert routed by job would then page.
+func TestAttackMetricsNameNoHealthyJob(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559, 81559, 81559})
+	h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server",
+		Cgroup: s.cgroup("system.slice/slurmstepd.scope/job_4242/step_0")}, false)
+	s.extra[0] = 30_000
+	s.hold(h.PID, 1, 30_000)
+	r := s.run()
+	f := r.finding(diagnose.CodeMemoryImbalance)
+	if f == nil || f.Severity != "error" {
+		t.Fatalf("no memory-imbalance error:\n%s", r.text)
+	}
+	var b strings.Builder
+	if err := report.Prometheus(&b, []report.Host{{Name: "staged", Snapshot: r.snap, Result: r.res}}, report.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "gputriage_finding{") && strings.Contains(l, `code="memory-imbalance"`) && strings.Contains(l, "4242") {
+			t.Errorf("the imbalance's metric names the healthy job 4242: %s", l)
+		}
 	}
 }

@@ -145,6 +145,7 @@ func (s *stage) hold(pid, gpu int, mib int64) {
 // rendered is one staged host's diagnosis and its three reports.
 type rendered struct {
 	res              diagnose.Result
+	snap             *parse.Snapshot
 	text, md, json   string
 	verbose          string   // the text report with -v
 	blamingUnits     []string // every sentence, bullet and command that can blame, all formats
@@ -209,7 +210,7 @@ func (s *stage) run() rendered {
 		}
 	}
 	var r rendered
-	r.res = diagnose.Diagnose(snap, time.Now())
+	r.res, r.snap = diagnose.Diagnose(snap, time.Now()), snap
 	hosts := []report.Host{{Name: "staged", Snapshot: snap, Result: r.res}}
 	var b bytes.Buffer
 	for _, f := range []struct {
