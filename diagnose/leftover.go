@@ -231,15 +231,21 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 }
 
 // muchOlder reports whether gp has run much longer than every GPU process of the other
-// jobs it is compared with: its own user's and the system's services' (see ageClass). Another
-// user's work is no yardstick: anyone can start a GPU process at any time, and that must not
-// make a healthy long-running server look abandoned.
+// jobs it is compared with: its own user's, and for a process of a system user (root's
+// server, the ct200 leftover) the system's services' too (see ageClass). Another user's work
+// is no yardstick: anyone can start a GPU process at any time, and that must not make a
+// healthy long-running server look abandoned. Nor is a system service for a person's own
+// server: any user of a service's API may crash it, systemd restarts it, and its new age says
+// nothing of the other server.
 func (h *host) muchOlder(gp *GPUProcess) (age, than time.Duration, ok bool) {
 	if gp.Elapsed == nil {
 		return 0, 0, false
 	}
 	key := h.jobKey(gp)
-	classes := []string{systemClass}
+	var classes []string
+	if gp.UID == nil || *gp.UID <= maxSystemUID {
+		classes = append(classes, systemClass)
+	}
 	if gp.UID != nil {
 		classes = append(classes, uidClass(*gp.UID))
 	}

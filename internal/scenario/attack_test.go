@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
@@ -364,4 +365,24 @@ func TestAttackMetricsNameNoHealthyJob(t *testing.T) {
 			t.Errorf("the imbalance's metric names the healthy job 4242: %s", l)
 		}
 	}
+}
+
+// TestAttackRestartedServiceAgesNoUsersServer: a user's long-running server, started with
+// nohup (orphaned), is not "much older" than a system service that just restarted: any user
+// of the service's API may crash it (systemd then restarts it), and that says nothing of the
+// other user's server.
+func TestAttackRestartedServiceAgesNoUsersServer(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559})
+	v := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Orphan: true, UID: 65534, Python: "/usr/bin/python3"}, false)
+	t.Cleanup(func() { syscall.Kill(v.PID, syscall.SIGKILL) })
+	s.aged[v.PID] = 50 * time.Hour
+	svc := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.cgroup("system.slice/sglang.service")}, false)
+	s.units = append(s.units, scenario.Unit{Name: "sglang.service", ActiveState: "active", SubState: "running", MainPID: svc.PID})
+	s.aged[svc.PID] = 5 * time.Minute
+	s.hold(v.PID, 0, 40_000)
+	s.hold(svc.PID, 1, 40_000)
+	r := s.run()
+	checkStaged(t, r, expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
+		innocent: scenario.Innocents{PIDs: []int{v.PID, svc.PID}, Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`kill .*\b%d\b`, v.PID))}}})
 }
