@@ -202,10 +202,11 @@ func (h *host) frees(pids []int) Impact {
 			continue
 		}
 		for _, u := range deletedShm(p) {
-			if counted[u.Path] || u.Bytes == nil || !allIn(keepers[u.Path], ended) {
+			k := shmFileKey(u)
+			if counted[k] || u.Bytes == nil || !allIn(keepers[k], ended) {
 				continue
 			}
-			counted[u.Path] = true
+			counted[k] = true
 			im.ShmBytes += *u.Bytes
 		}
 	}
@@ -224,8 +225,8 @@ func allIn(xs []int, set map[int]bool) bool {
 	return true
 }
 
-// deletedShmKeepers maps each deleted, non-transient /dev/shm file to every live process that
-// keeps it, by PID; built once.
+// deletedShmKeepers maps each deleted, non-transient /dev/shm file (shmFileKey) to every live
+// process that keeps it, by PID; built once.
 func (h *host) deletedShmKeepers() map[string][]int {
 	if h.shmKeepers != nil {
 		return h.shmKeepers
@@ -237,7 +238,8 @@ func (h *host) deletedShmKeepers() map[string][]int {
 			continue
 		}
 		for _, u := range deletedShm(p) {
-			h.shmKeepers[u.Path] = append(h.shmKeepers[u.Path], p.PID)
+			k := shmFileKey(u)
+			h.shmKeepers[k] = append(h.shmKeepers[k], p.PID)
 		}
 	}
 	return h.shmKeepers

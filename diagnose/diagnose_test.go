@@ -318,13 +318,27 @@ func TestDiagnoseScenarios(t *testing.T) {
 			worst: Info,
 		},
 		{
+			// root's server, as the ct200 leftover ran: the host's services are its yardstick.
 			name: "orphaned and much older than the other work",
-			snap: orphanOld,
+			snap: func() *parse.Snapshot {
+				s := orphanOld()
+				p := &s.Processes[len(s.Processes)-2]
+				p.UID, p.User = ip(0), "root"
+				return s
+			},
 			want: []want{
 				{code: CodeLeftoverProcess, severity: Error, pids: []int{7000}, evidence: []string{"reason: it is orphaned", "2d02h"}, fix: []string{"kill 7000"}},
 				{code: CodeGPUBusy, severity: Info, pids: []int{7100}},
 			},
 			worst: Error,
+		},
+		{
+			// A person's server is not aged by the host's services: any user of a service's API
+			// may crash it, and its restart says nothing of the other server.
+			name: "a user's server orphaned and much older than a service",
+			snap: orphanOld,
+			want: []want{{code: CodeGPUBusy, severity: Info, pids: []int{7000}}},
+			not:  []string{CodeLeftoverProcess},
 		},
 		{
 			// Anyone can start GPU work at any time: another user's fresh job must not make a

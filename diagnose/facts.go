@@ -155,8 +155,12 @@ type ShmFile struct {
 	// MorePIDs counts the keepers left out of PIDs, which names the finding's process and
 	// at most ten others, so that a file thousands of processes keep costs linear size.
 	MorePIDs int
-	Owner    string
-	Age      *time.Duration // since last modified, for stale files
+	// ByName is set when other keepers are named and the probe could not read the file's
+	// identity (device and inode): they keep a deleted file of the same name, which may be
+	// another file, since a deleted name is free for anyone to use again.
+	ByName bool
+	Owner  string
+	Age    *time.Duration // since last modified, for stale files
 	// Dir is set for a directory; Bytes is then the size of every file below it.
 	Dir bool
 	// Modified is when it, or anything below it, was last modified (shm-stale, shm-full).

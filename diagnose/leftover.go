@@ -68,6 +68,16 @@ func isDeliberatelyDeleted(p string) bool {
 	return slices.Contains(weightsExt, ext)
 }
 
+// shmFileKey names a /dev/shm file a process keeps, for telling who else keeps it: its path
+// and, when the probe read it, its device and inode. A deleted file's name is free for anyone
+// to use again: a file made under it later, by anyone, is another file.
+func shmFileKey(u parse.ShmUse) string {
+	if u.File == "" {
+		return u.Path
+	}
+	return u.Path + "\x00" + u.File
+}
+
 // deletedShm are the process's deleted, non-transient /dev/shm files, one per path (the
 // largest size seen wins), sorted by path.
 func deletedShm(p *parse.Process) []parse.ShmUse {
@@ -221,15 +231,21 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 }
 
 // muchOlder reports whether gp has run much longer than every GPU process of the other
-// jobs it is compared with: its own user's and the system's services' (see ageClass). Another
-// user's work is no yardstick: anyone can start a GPU process at any time, and that must not
-// make a healthy long-running server look abandoned.
+// jobs it is compared with: its own user's, and for a process of a system user (root's
+// server, the ct200 leftover) the system's services' too (see ageClass). Another user's work
+// is no yardstick: anyone can start a GPU process at any time, and that must not make a
+// healthy long-running server look abandoned. Nor is a system service for a person's own
+// server: any user of a service's API may crash it, systemd restarts it, and its new age says
+// nothing of the other server.
 func (h *host) muchOlder(gp *GPUProcess) (age, than time.Duration, ok bool) {
 	if gp.Elapsed == nil {
 		return 0, 0, false
 	}
 	key := h.jobKey(gp)
-	classes := []string{systemClass}
+	var classes []string
+	if gp.UID == nil || *gp.UID <= maxSystemUID {
+		classes = append(classes, systemClass)
+	}
 	if gp.UID != nil {
 		classes = append(classes, uidClass(*gp.UID))
 	}
@@ -329,7 +345,7 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 
 // shmDeletedFindings reports, per process, the deleted /dev/shm files it keeps alive.
 func (h *host) shmDeletedFindings() []Finding {
-	holders := map[string][]int{} // path -> PIDs that keep it
+	holders := map[string][]int{} // shmFileKey -> PIDs that keep it
 	perPID := map[int][]parse.ShmUse{}
 	var pids []int
 	for i := range h.s.Processes {
@@ -344,7 +360,8 @@ func (h *host) shmDeletedFindings() []Finding {
 		perPID[p.PID] = uses
 		pids = append(pids, p.PID)
 		for _, u := range uses {
-			holders[u.Path] = append(holders[u.Path], p.PID)
+			k := shmFileKey(u)
+			holders[k] = append(holders[k], p.PID)
 		}
 	}
 	slices.Sort(pids)
@@ -368,9 +385,9 @@ func (h *host) shmDeletedFinding(pid int, uses []parse.ShmUse, holders map[strin
 	f := Finding{Code: CodeShmDeletedMapped, Severity: Warning, PIDs: []int{pid}, Checks: []Command{verifyShm}}
 	for _, u := range uses {
 		f.Files = append(f.Files, u.Path)
-		others, more := someOthers(holders[u.Path], pid)
+		others, more := someOthers(holders[shmFileKey(u)], pid)
 		f.Shm = append(f.Shm, ShmFile{Path: u.Path, Bytes: u.Bytes, Deleted: true, Mapped: u.Mapped, Open: u.Open,
-			PIDs: append([]int{pid}, others...), MorePIDs: more})
+			PIDs: append([]int{pid}, others...), MorePIDs: more, ByName: u.File == "" && len(others) > 0})
 	}
 	gp := h.gpByPID[pid]
 	if gp == nil {

@@ -59,8 +59,14 @@ func CheckNode(r Result, scope NodeScope) []NodeProblem {
 			continue
 		}
 		p := NodeProblem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs, GPU: -1}
-		if len(f.PIDs) > 0 {
-			p.culprit(r, f.PIDs[0], f.GPUs)
+		// The culprit is one the finding blames: a memory imbalance names the healthy work on
+		// its short GPUs too, as healthy, and a drain reason shows only its first PID.
+		blamed := f.PIDs
+		if f.Imbalance != nil {
+			blamed = f.Imbalance.Leftover
+		}
+		if len(blamed) > 0 {
+			p.culprit(r, blamed[0], f.GPUs)
 		}
 		for _, pid := range f.PIDs {
 			named[pid] = true

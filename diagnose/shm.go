@@ -110,9 +110,24 @@ func removeAction(e *parse.ShmEntry) Action {
 		Steps: []Command{{Line: "rm -rf -- " + shellQuote(e.Path)}}}
 }
 
-// shmStaleFinding reports large /dev/shm entries that no live process maps or holds open.
+// holdersUnknown reports whether the capture may not show every process that maps or holds
+// open a /dev/shm file: its fds or maps section was cut at its bound or its step failed. Any
+// user can map a file tens of thousands of times and so cut the maps section; an entry that
+// the processes read after theirs hold then only looks unused, and removing it would pull a
+// running server's weights from under it.
+func (h *host) holdersUnknown() bool {
+	for _, sec := range h.s.Sections {
+		if (sec.Name == "fds" || sec.Name == "maps") && !sec.Complete() {
+			return true
+		}
+	}
+	return false
+}
+
+// shmStaleFinding reports large /dev/shm entries that no live process maps or holds open;
+// none when the capture may not show every holder (holdersUnknown).
 func (h *host) shmStaleFinding() (Finding, bool) {
-	if !h.s.Shm.Listed {
+	if !h.s.Shm.Listed || h.holdersUnknown() {
 		return Finding{}, false
 	}
 	ix := h.indexShm()
@@ -187,10 +202,12 @@ func (h *host) shmFullFinding() (Finding, bool) {
 		f.Shm = append(f.Shm, h.shmFile(ix, e))
 		f.Files = append(f.Files, e.Path)
 	}
-	var delBytes int64
-	f.PIDs, delBytes = h.deletedShmUse()
-	for _, e := range ix.staleEntries() {
-		f.Actions = append(f.Actions, removeAction(e))
+	keep := h.deletedShmUse()
+	f.PIDs = keep.blamed
+	if !h.holdersUnknown() {
+		for _, e := range ix.staleEntries() {
+			f.Actions = append(f.Actions, removeAction(e))
+		}
 	}
 	for _, pid := range f.PIDs {
 		if _, bad := h.leftovers[pid]; bad && h.gpByPID[pid] != nil {
@@ -202,35 +219,84 @@ func (h *host) shmFullFinding() (Finding, bool) {
 		Action{Kind: ActionInspect, Target: "/dev/shm", Steps: []Command{{Line: sudo + "du -sh /dev/shm/* 2>/dev/null | sort -h | tail"}}},
 		Action{Kind: ActionResizeShm, Target: "/dev/shm", Steps: []Command{{Line: sudo + "mount -o remount,size=<SIZE>G /dev/shm",
 			Note: "on the host; lasts until reboot, fstab makes it permanent"}}})
-	h.shmFullWords(&f, u, delBytes)
+	h.shmFullWords(&f, u, keep)
 	return f, true
 }
 
-// deletedShmUse are the processes that keep deleted /dev/shm files (any, transient too:
-// all count against /dev/shm until their holders exit), and those files' bytes.
-func (h *host) deletedShmUse() ([]int, int64) {
-	var bytes int64
-	var pids []int
-	seen := map[string]bool{}
+// shmKeeping is who keeps deleted /dev/shm files, and those files' bytes: the processes a
+// finding may blame for them, and those that look healthy.
+type shmKeeping struct {
+	blamed, healthy           []int
+	blamedBytes, healthyBytes int64
+}
+
+// deletedShmUse splits the processes that keep deleted /dev/shm files (any, transient too:
+// all count against /dev/shm until their holders exit). Blamed are the leftovers and the
+// processes whose deleted files look removed by hand while no running unit vouches for them
+// (shm-deleted-mapped at warning); the others look healthy: a runtime's segments (NCCL's,
+// PyTorch's) or the live service of a running unit, whose files anyone who may write their
+// directory can delete. Any user can fill /dev/shm, so its being full must not make healthy
+// work the culprit. A file's bytes count as blamed when any blamed process keeps it.
+func (h *host) deletedShmUse() shmKeeping {
+	var k shmKeeping
+	size := map[string]int64{}
+	blamedPath := map[string]bool{}
 	for i := range h.s.Processes {
 		p := &h.s.Processes[i]
-		counted := false
+		if p.Gone {
+			continue // exited: its files are freed
+		}
+		var paths []string
 		for _, u := range p.Shm {
 			if !u.Deleted {
 				continue
 			}
-			if !counted {
-				counted = true
-				pids = append(pids, p.PID)
-			}
-			if u.Bytes != nil && !seen[u.Path] {
-				seen[u.Path] = true
-				bytes += *u.Bytes
+			k := shmFileKey(u)
+			paths = append(paths, k)
+			if _, ok := size[k]; !ok && u.Bytes != nil {
+				size[k] = *u.Bytes
 			}
 		}
+		if len(paths) == 0 {
+			continue
+		}
+		if !h.shmBlamed(p) {
+			k.healthy = append(k.healthy, p.PID)
+			continue
+		}
+		k.blamed = append(k.blamed, p.PID)
+		for _, path := range paths {
+			blamedPath[path] = true
+		}
 	}
-	slices.Sort(pids)
-	return pids, bytes
+	for path, n := range size {
+		if blamedPath[path] {
+			k.blamedBytes += n
+		} else {
+			k.healthyBytes += n
+		}
+	}
+	slices.Sort(k.blamed)
+	slices.Sort(k.healthy)
+	return k
+}
+
+// shmBlamed reports whether p's deleted /dev/shm files are a fault of p's: it is a leftover,
+// or it keeps deleted files that are not a runtime's segments and no running unit vouches for
+// it (see shmDeletedFinding).
+func (h *host) shmBlamed(p *parse.Process) bool {
+	if _, bad := h.leftovers[p.PID]; bad {
+		return true
+	}
+	if len(deletedShm(p)) == 0 {
+		return false
+	}
+	gp := h.gpByPID[p.PID]
+	if gp == nil {
+		gp = h.plainProcess(p.PID)
+	}
+	_, served := h.servedUnit(gp)
+	return !served
 }
 
 func sortedInts(xs []int) []int {

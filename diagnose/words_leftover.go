@@ -113,8 +113,32 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 	return ev
 }
 
+// keepersText names the other processes that keep a deleted /dev/shm file, the live service
+// of a running unit as healthy: another user may keep its files too (having mapped them
+// before they were deleted), and that is no fault of the service.
+func (h *host) keepersText(pids []int) string {
+	var plain, healthy []string
+	for _, pid := range pids {
+		p := h.procByPID[pid]
+		if p == nil || h.shmBlamed(p) {
+			plain = append(plain, strconv.Itoa(pid))
+			continue
+		}
+		gp := h.gpByPID[pid]
+		if gp == nil {
+			gp = h.plainProcess(pid)
+		}
+		u, _ := h.servedUnit(gp)
+		healthy = append(healthy, fmt.Sprintf("PID %d (the live service of %s: looks healthy)", pid, h.unitLabel(u)))
+	}
+	if len(plain) > 0 {
+		healthy = append([]string{plural(len(plain), "PID ", "PIDs ") + strings.Join(plain, ", ")}, healthy...)
+	}
+	return strings.Join(healthy, ", ")
+}
+
 // shmFileLine describes one deleted /dev/shm file a process keeps.
-func shmFileLine(sf ShmFile) string {
+func (h *host) shmFileLine(sf ShmFile) string {
 	size := "size unknown"
 	if sf.Bytes != nil {
 		size = fmtBytes(*sf.Bytes)
@@ -131,7 +155,12 @@ func shmFileLine(sf ShmFile) string {
 		line += ", " + strings.Join(how, " and ")
 	}
 	if len(sf.PIDs) > 1 {
-		line += ", also kept by " + fmtPIDs(sf.PIDs[1:])
+		if sf.ByName {
+			line += ", a deleted file of this name (the probe could not tell whether the same file) also kept by "
+		} else {
+			line += ", also kept by "
+		}
+		line += h.keepersText(sf.PIDs[1:])
 		if sf.MorePIDs > 0 {
 			line += fmt.Sprintf(" and %d more", sf.MorePIDs)
 		}
@@ -169,7 +198,7 @@ func (h *host) shmDeletedWords(f *Finding, gp *GPUProcess, served string) {
 	f.Evidence = []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
 	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
 	for _, sf := range f.Shm {
-		f.Evidence = append(f.Evidence, shmFileLine(sf))
+		f.Evidence = append(f.Evidence, h.shmFileLine(sf))
 	}
 	f.Evidence = append(f.Evidence, "total: "+amount)
 	f.Explanation = fmt.Sprintf("%d %s under /dev/shm %s deleted (with rm, or by the program itself) while PID %d still maps or holds %s open. "+

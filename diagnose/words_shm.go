@@ -50,9 +50,9 @@ func (h *host) shmStaleWords(f *Finding) {
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
 }
 
-// shmFullWords composes a shm-full finding's words from its facts; delBytes are the bytes of
-// deleted files that f.PIDs keep.
-func (h *host) shmFullWords(f *Finding, u shmUsage, delBytes int64) {
+// shmFullWords composes a shm-full finding's words from its facts; keep is who keeps
+// deleted files there.
+func (h *host) shmFullWords(f *Finding, u shmUsage, keep shmKeeping) {
 	if u.pct < shmFullWarnPct {
 		f.Title = fmt.Sprintf("/dev/shm has only %s free (size %s)", fmtBytes(u.avail), fmtBytes(u.size))
 	} else {
@@ -61,15 +61,22 @@ func (h *host) shmFullWords(f *Finding, u shmUsage, delBytes int64) {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("/dev/shm: size %s, used %s (%d%%), free %s", fmtBytes(u.size), fmtBytes(u.used), u.pct, fmtBytes(u.avail)))
 	for _, sf := range f.Shm {
 		line := shmEntryLine(sf)
-		if len(sf.PIDs) > 0 {
-			line += ", used by " + fmtPIDs(sf.PIDs)
-		} else {
+		switch {
+		case len(sf.PIDs) > 0:
+			line += ", used by " + h.holdersText(sf.PIDs)
+		case h.holdersUnknown():
+			line += ", used by no process the probe saw (its view of open files and mappings was cut: see probe-limited)"
+		default:
 			line += ", used by no process"
 		}
 		f.Evidence = append(f.Evidence, line)
 	}
-	if len(f.PIDs) > 0 {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("deleted files still held by %s: %s (invisible to ls and du)", fmtPIDs(f.PIDs), fmtBytes(delBytes)))
+	if len(keep.blamed) > 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("deleted files still held by %s: %s (invisible to ls and du)", fmtPIDs(keep.blamed), fmtBytes(keep.blamedBytes)))
+	}
+	if len(keep.healthy) > 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("deleted files kept by work that looks healthy (a runtime's segments, a running service's files): %s, by %s",
+			fmtBytes(keep.healthyBytes), fmtPIDs(keep.healthy)))
 	}
 	f.Explanation = "Programs that share memory between processes put it in /dev/shm, and fail when it is full. " +
 		"NCCL's shared-memory transport fails with \"Call to posix_fallocate failed : No space left on device\" or " +
@@ -81,4 +88,32 @@ func (h *host) shmFullWords(f *Finding, u shmUsage, delBytes int64) {
 	}
 	f.Explanation += "Free space by removing what no process uses and stopping processes that keep deleted files, or enlarge /dev/shm."
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
+}
+
+// holdersText names the processes that use a /dev/shm entry, each GPU process with the
+// verdict on it: a full /dev/shm is no fault of the healthy work whose files are there.
+func (h *host) holdersText(pids []int) string {
+	var other, left, healthy []int
+	for _, pid := range pids {
+		_, bad := h.leftovers[pid]
+		switch {
+		case bad:
+			left = append(left, pid)
+		case h.gpByPID[pid] != nil:
+			healthy = append(healthy, pid)
+		default:
+			other = append(other, pid)
+		}
+	}
+	var parts []string
+	if len(other) > 0 {
+		parts = append(parts, fmtPIDs(other))
+	}
+	if len(left) > 0 {
+		parts = append(parts, fmtPIDs(left)+" (looks abandoned: see leftover-process)")
+	}
+	if len(healthy) > 0 {
+		parts = append(parts, fmtPIDs(healthy)+" (GPU work that looks healthy)")
+	}
+	return strings.Join(parts, "; ")
 }

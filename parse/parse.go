@@ -289,12 +289,18 @@ func shmUses(fds []OpenFD, maps []ShmMapping, sizes []FDSize) map[shmUseKey]*Shm
 		if sized && u.Bytes == nil {
 			u.Bytes = ptr(z.Bytes)
 		}
+		if sized && u.File == "" {
+			u.File = z.File
+		}
 	}
 	for _, m := range maps {
 		u := use(shmUseKey{m.PID, m.Path, m.Deleted})
 		u.Mapped = true
 		if u.Bytes == nil {
 			u.Bytes = ptr(m.Bytes)
+		}
+		if u.File == "" {
+			u.File = m.File
 		}
 	}
 	return uses

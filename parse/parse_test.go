@@ -83,7 +83,7 @@ func TestParse(t *testing.T) {
 					!reflect.DeepEqual(p.Argv, []string{"python3", "\xff\xfe.py"}) {
 					t.Errorf("process %+v", p)
 				}
-				if want := []ShmUse{{Path: "/dev/shm/dir/seg", Mapped: true, Bytes: i64(4096)}, {Path: "/dev/shm/torch_1", Deleted: true, Mapped: true, Open: true, Bytes: i64(65536)}}; !reflect.DeepEqual(p.Shm, want) {
+				if want := []ShmUse{{Path: "/dev/shm/dir/seg", Mapped: true, Bytes: i64(4096), File: "0:26:6"}, {Path: "/dev/shm/torch_1", Deleted: true, Mapped: true, Open: true, Bytes: i64(65536), File: "0:26:5"}}; !reflect.DeepEqual(p.Shm, want) {
 					t.Errorf("shm uses %+v", p.Shm)
 				}
 				holders := map[string][]int{}

@@ -222,25 +222,40 @@ else
 fi
 
 # Every /dev/shm mapping of every process we may read: "/proc/PID/maps:START-END PERMS OFF DEV
-# INODE PATH". The kernel writes a newline in PATH as \012.
-capsec maps 4194304 20 grep -s -H -F ' /dev/shm/' /proc/[0-9]*/maps
+# INODE PATH". The kernel writes a newline in PATH as \012. The GPU processes' maps come first
+# (nvidia-smi's apps, /dev/nvidia* holders; read again in the sweep, which the reader takes
+# once), at most 4096 lines each: any user can map one file tens of thousands of times and
+# fill the section's bound, and the deleted weights a leftover maps must not be what is cut.
+GPUMAPS=$(printf '%s\n@@next\n%s\n' "$APPS" "$FDX" | awk '
+$0 == "@@next" { part++; line = 0; next }
+{ line++; p = "" }
+part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
+part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/) { split(f[1], q, "/"); p = q[3] } }
+p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print "/proc/" p "/maps" }')
+mapscan() {
+	# shellcheck disable=SC2086 # /proc/PID/maps paths: digits and slashes
+	if [ -n "$GPUMAPS" ]; then t 10 grep -m 4096 -s -H -F ' /dev/shm/' $GPUMAPS 2>/dev/null; fi
+	t 20 grep -s -H -F ' /dev/shm/' /proc/[0-9]*/maps
+}
+capsec maps 4194304 0 mapscan
 MAPS=$OUT
 
 # Links, sizes and names of the /dev/shm files held open (deleted ones included), through
-# /proc/PID/fd/FD: "NLINK BYTES /proc/PID/fd/FD".
+# /proc/PID/fd/FD: "NLINK BYTES DEV INODE /proc/PID/fd/FD" (DEV: st_dev in hex). Device and inode
+# tell one file from another of the same name: a deleted name is free to be used again.
 SHMFDS=$(printf '%s\n' "$FDX" | awk -F '\t' '$1 ~ /^\/proc\/[0-9]+\/fd$/ && $2 ~ /^[0-9]+$/ && $3 ~ /^\/dev\/shm\// { print $1 "/" $2 }')
 # Through xargs when there is one: tens of thousands of fds (DataLoader workers sharing
 # tensors, or a user opening one file 60,000 times) would not fit one command line (E2BIG,
 # exit 126). xargs's 123 (some stat exited 1: an fd closed after the scan) is stat's 1.
 shmfdstat() {
 	if command -v xargs >/dev/null 2>&1; then
-		printf '%s\n' "$SHMFDS" | t 10 xargs stat -L -c '%h %s %n' --
+		printf '%s\n' "$SHMFDS" | t 10 xargs stat -L -c '%h %s %D %i %n' --
 		_rc=$?
 		[ "$_rc" -eq 123 ] && _rc=1
 		return "$_rc"
 	fi
 	# shellcheck disable=SC2086 # /proc/PID/fd/FD paths: digits and slashes
-	t 10 stat -L -c '%h %s %n' -- $SHMFDS
+	t 10 stat -L -c '%h %s %D %i %n' -- $SHMFDS
 }
 if [ -n "$SHMFDS" ]; then sec fdstat 1048576 0 shmfdstat; else nosec fdstat 1048576 0; fi
 

@@ -107,7 +107,7 @@ func TestMaps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ShmMapping{{3, "/dev/shm/x y", false, 4096}, {7, "/dev/shm/x y", false, 4096}, {7, "/dev/shm/x y", true, 3 << 20}}
+	want := []ShmMapping{{3, "/dev/shm/x y", false, 4096, "0:26:116"}, {7, "/dev/shm/x y", false, 4096, "0:26:116"}, {7, "/dev/shm/x y", true, 3 << 20, "0:26:115"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
 	}
@@ -124,6 +124,32 @@ func TestFDStat(t *testing.T) {
 	}
 	if want := []FDSize{{PID: 5, FD: 3, Bytes: 4096}, {PID: 6, FD: 5, Bytes: 10}}; !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// TestFDStatFileID: since the probe asks stat for st_dev (%D, glibc's encoding in hex) and the
+// inode, each fd's file has the identity its maps lines give it; lines without them (older
+// probes) still read, with no identity.
+func TestFDStatFileID(t *testing.T) {
+	in := "0 4096 1a 115 /proc/5/fd/3\n1 10 /proc/6/fd/5\n2 7 10301 9 /proc/6/fd/6\n"
+	got, _, err := ParseFDStatV2(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, one, two := 0, 1, 2
+	want := []FDSize{{PID: 5, FD: 3, Bytes: 4096, Links: &zero, File: "0:26:115"}, {PID: 6, FD: 5, Bytes: 10, Links: &one},
+		{PID: 6, FD: 6, Bytes: 7, Links: &two, File: "259:1:9"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	maps, err := ParseMapsV2(strings.NewReader("/proc/5/maps:7f0000000000-7f0000001000 rw-s 00000000 00:1a 115 /dev/shm/x (deleted)\n"))
+	if err != nil || len(maps) != 1 || maps[0].File != got[0].File {
+		t.Errorf("maps %+v (%v): the file's identity differs from its fd's, %q", maps, err, got[0].File)
+	}
+	for _, bad := range []string{"0 1 zz 115 /proc/5/fd/3\n", "0 1 1a /proc/5/fd/3\n", "0 1 1a x /proc/5/fd/3\n"} {
+		if _, _, err := ParseFDStatV2(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
 	}
 }
 

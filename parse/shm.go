@@ -137,6 +137,7 @@ func parseMaps(r io.Reader, unescape bool) ([]ShmMapping, error) {
 	type span struct{ start, end uint64 }
 	seen := map[key]map[span]bool{}
 	total := map[key]int64{}
+	file := map[key]string{}
 	for i, l := range splitLines(b) {
 		if l == "" {
 			continue
@@ -164,6 +165,9 @@ func parseMaps(r io.Reader, unescape bool) ([]ShmMapping, error) {
 			p = strings.ReplaceAll(p, `\012`, "\n")
 		}
 		k := key{pid, p, deleted}
+		if _, ok := file[k]; !ok {
+			file[k] = mapsFileID(f[3], f[4])
+		}
 		s := span{start, end}
 		if seen[k] == nil {
 			seen[k] = map[span]bool{}
@@ -179,7 +183,7 @@ func parseMaps(r io.Reader, unescape bool) ([]ShmMapping, error) {
 	}
 	out := make([]ShmMapping, 0, len(total))
 	for k, n := range total {
-		out = append(out, ShmMapping{PID: k.pid, Path: k.path, Deleted: k.deleted, Bytes: n})
+		out = append(out, ShmMapping{PID: k.pid, Path: k.path, Deleted: k.deleted, Bytes: n, File: file[k]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -244,6 +248,15 @@ func parseFDStat(r io.Reader, links bool) (sizes, contested []FDSize, err error)
 			nlink, l = &v, rest
 		}
 		sizeText, path, _ := strings.Cut(l, " ")
+		var file string
+		if links && !strings.HasPrefix(path, "/proc/") {
+			// Since the probe asks stat for them: "DEV INODE" (st_dev in hex) before the path.
+			var ok bool
+			if file, path, ok = fdstatFileID(path); !ok {
+				errs.addf("fdstat line %d: want NLINK BYTES DEV INODE /proc/PID/fd/FD: %s", i+1, q(l))
+				continue
+			}
+		}
 		rest, ok := strings.CutPrefix(path, "/proc/")
 		pidText, fdText, ok2 := strings.Cut(rest, "/fd/")
 		size, ok3 := parseInt64NonNeg(sizeText)
@@ -253,10 +266,44 @@ func parseFDStat(r io.Reader, links bool) (sizes, contested []FDSize, err error)
 			errs.addf("fdstat line %d: want BYTES /proc/PID/fd/FD: %s", i+1, q(l))
 			continue
 		}
-		sizes = append(sizes, FDSize{PID: pid, FD: fd, Bytes: size, Links: nlink})
+		sizes = append(sizes, FDSize{PID: pid, FD: fd, Bytes: size, Links: nlink, File: file})
 	}
 	sizes, contested = onlyOnce(sizes, func(z FDSize) FDSize { return FDSize{PID: z.PID, FD: z.FD} })
 	return sizes, contested, errs.err()
+}
+
+// FileID names a file by its device (major and minor number) and inode: "MAJ:MIN:INODE",
+// in decimal.
+func FileID(major, minor, inode uint64) string {
+	return strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10) + ":" + strconv.FormatUint(inode, 10)
+}
+
+// mapsFileID is the identity of a maps line's file from its DEV ("fd:01", hex) and INODE
+// fields; "" when they are not numbers.
+func mapsFileID(dev, inode string) string {
+	majText, minText, ok := strings.Cut(dev, ":")
+	major, err1 := strconv.ParseUint(majText, 16, 64)
+	minor, err2 := strconv.ParseUint(minText, 16, 64)
+	ino, err3 := strconv.ParseUint(inode, 10, 64)
+	if !ok || err1 != nil || err2 != nil || err3 != nil {
+		return ""
+	}
+	return FileID(major, minor, ino)
+}
+
+// fdstatFileID reads "DEV INODE PATH" of an fdstat line: stat's %D (st_dev in hex, as glibc
+// encodes it) and %i. It returns the file's identity and the path.
+func fdstatFileID(s string) (file, path string, ok bool) {
+	devText, rest, ok1 := strings.Cut(s, " ")
+	inoText, path, ok2 := strings.Cut(rest, " ")
+	dev, err1 := strconv.ParseUint(devText, 16, 64)
+	ino, err2 := strconv.ParseUint(inoText, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return "", "", false
+	}
+	major := (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff)
+	minor := dev&0xff | (dev>>12)&^uint64(0xff)
+	return FileID(major, minor, ino), path, true
 }
 
 // ParseShmListing reads a version 1 shm-ls section: NUL-terminated

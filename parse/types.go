@@ -6,6 +6,7 @@ package parse
 
 import (
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -197,6 +198,11 @@ type ShmUse struct {
 	// Bytes is the file's size (from the open fd), or else the total size of its mappings;
 	// nil when neither is known.
 	Bytes *int64
+	// File is the file's identity, its device and inode (see FileID); "" when unknown. Two
+	// uses of one path are of one file only when their identities agree: a deleted file's
+	// name is free for anyone to use again, and another mount namespace's /dev/shm has the
+	// same paths.
+	File string
 }
 
 // PathCheck records whether a path named on a process's command line exists.
@@ -260,6 +266,16 @@ type SectionInfo struct {
 	Truncated bool
 }
 
+// Complete reports whether the section was whole and its step did not fail: not cut at its
+// bound, and an exit status the probe's step counts as success.
+func (s SectionInfo) Complete() bool {
+	if s.Truncated || s.ExitCode == nil {
+		return false
+	}
+	ok, known := sectionOK[s.Name]
+	return !known || slices.Contains(ok, *s.ExitCode)
+}
+
 // Capture is a capture split into its sections, before any section is parsed.
 type Capture struct {
 	// Version is the format version the header declares: 1 or 2 (0 when unreadable).
@@ -310,7 +326,8 @@ type ShmMapping struct {
 	PID     int
 	Path    string // without the " (deleted)" suffix
 	Deleted bool
-	Bytes   int64 // sum of the distinct address ranges mapped
+	Bytes   int64  // sum of the distinct address ranges mapped
+	File    string // the first mapping's file identity (FileID); "" when unreadable
 }
 
 // FDSize is one line of the fdstat section: the size of the file behind /proc/PID/fd/FD.
@@ -320,4 +337,6 @@ type FDSize struct {
 	Bytes int64
 	// Links is the file's link count (0: deleted); nil in version 1 captures, which lack it.
 	Links *int
+	// File is the file's identity (FileID); "" in captures whose fdstat lacks it.
+	File string
 }

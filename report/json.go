@@ -336,6 +336,7 @@ type jsonShmFile struct {
 	Open       bool    `json:"open"`
 	PIDs       []int   `json:"pids"`
 	MorePIDs   int     `json:"more_pids"`
+	ByName     bool    `json:"by_name"`
 	Owner      *string `json:"owner"`
 	AgeSeconds *int64  `json:"age_seconds"`
 	Modified   *string `json:"modified"`
@@ -466,7 +467,7 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 	}
 	for _, sf := range f.Shm {
 		js := jsonShmFile{Path: validUTF8(sf.Path), Bytes: sf.Bytes, Dir: sf.Dir, Deleted: sf.Deleted, Mapped: sf.Mapped,
-			Open: sf.Open, PIDs: orEmpty(sf.PIDs), MorePIDs: sf.MorePIDs, Owner: optStr(sf.Owner), Modified: optTime(sf.Modified)}
+			Open: sf.Open, PIDs: orEmpty(sf.PIDs), MorePIDs: sf.MorePIDs, ByName: sf.ByName, Owner: optStr(sf.Owner), Modified: optTime(sf.Modified)}
 		if sf.Age != nil {
 			js.AgeSeconds = optSeconds(*sf.Age)
 		}

@@ -177,12 +177,17 @@ func leftoverMiB(r diagnose.Result) map[int]int64 {
 	return out
 }
 
-// findingJobs is the Slurm jobs of the processes a finding names, sorted and comma-joined;
-// "" when none is known.
+// findingJobs is the Slurm jobs of the processes a finding is about, sorted and comma-joined;
+// "" when none is known. A memory imbalance is about its leftovers: the healthy work it names
+// on its short GPUs is no fault of its jobs, and an alert routed by job must not page them.
 func findingJobs(r diagnose.Result, f diagnose.Finding) string {
+	pids := f.PIDs
+	if f.Imbalance != nil {
+		pids = f.Imbalance.Leftover
+	}
 	var jobs []string
 	for _, p := range r.Processes {
-		if p.SlurmJob != "" && slices.Contains(f.PIDs, p.PID) && !slices.Contains(jobs, p.SlurmJob) {
+		if p.SlurmJob != "" && slices.Contains(pids, p.PID) && !slices.Contains(jobs, p.SlurmJob) {
 			jobs = append(jobs, p.SlurmJob)
 		}
 	}

@@ -27,7 +27,8 @@ import (
 //     "Bearer VALUE" anywhere;
 //   - the password of a URL's user:password@;
 //   - tokens of a well-known shape wherever they stand: Hugging Face (hf_...), GitHub (ghp_...,
-//     github_pat_...), OpenAI-style (sk-...), Slack (xox?-...), AWS access key ids (AKIA...);
+//     github_pat_...), OpenAI-style (sk-...), Slack (xox?-...), AWS access key ids (AKIA...),
+//     NVIDIA NGC (nvapi-...), GitLab (glpat-...), JSON Web Tokens (eyJ....eyJ....);
 //   - the password options of sshpass, mysql, redis-cli, curl and openssl (programFlags).
 //
 // In a list of strings (an argv) a credential flag masks the whole next element, and a
@@ -41,7 +42,8 @@ const secretMask = "***"
 
 // credentialWords name a credential, in flags (lower case, -) and variables (upper case, _).
 var credentialWords = []string{"api-key", "apikey", "token", "password", "passwd", "secret",
-	"secret-key", "access-key", "private-key", "authorization", "credentials"}
+	"secret-key", "access-key", "private-key", "authorization", "credentials",
+	"key", "pass", "auth", "jwt"}
 
 // isCredentialName reports whether a flag, variable or header name names a credential.
 func isCredentialName(name string) bool {
@@ -88,14 +90,15 @@ func nameBytes(s string) bool {
 
 // knownToken matches credentials by their shape.
 var knownToken = regexp.MustCompile(`\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|` +
-	`sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})`)
+	`sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|nvapi-[A-Za-z0-9_-]{20,}|glpat-[A-Za-z0-9_-]{20,}|` +
+	`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`)
 
 // secretHints are what every rule above needs in its text (case-insensitively), by first
 // byte: mayHoldSecret lets most strings through untouched without allocating.
 var secretHints = [256][]string{
 	'k': {"key"}, 't': {"token"}, 'p': {"pass"}, 's': {"secret", "sk-", "sshpass"}, 'a': {"auth", "akia"},
-	'b': {"bearer"}, 'c': {"credential", "curl"}, ':': {"://"}, 'h': {"hf_"}, 'g': {"gh"}, 'x': {"xox"},
-	'm': {"mysql", "mariadb"}, 'r': {"redis-cli"}, 'o': {"openssl"},
+	'b': {"bearer"}, 'c': {"credential", "curl"}, ':': {"://"}, 'h': {"hf_"}, 'g': {"gh", "glpat-"}, 'x': {"xox"},
+	'm': {"mysql", "mariadb"}, 'r': {"redis-cli"}, 'o': {"openssl"}, 'n': {"nvapi-"}, 'e': {"eyj"}, 'j': {"jwt"},
 }
 
 // hintPairs marks the first two bytes (lower case) of every hint: most text has few of them.
@@ -147,7 +150,7 @@ func maskText(s string) string {
 		// A quote around a word does not change what it says: -H 'Bearer x'.
 		switch lw := strings.Trim(strings.ToLower(w), `'"`); {
 		case ps.mask(prev, w) != w:
-			m = ps.mask(prev, w)
+			m, pending = ps.mask(prev, w), false // the value a credential flag announced, masked
 		case pending && lw != "" && !strings.HasPrefix(w, "--") && !authScheme(lw):
 			core := strings.Trim(w, `'"`)
 			open := strings.Index(w, core)

@@ -51,6 +51,9 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	}
 	const secretArg, secretShm = "liveSECRETargValue0123456789", "liveSECRETshmValue0123456789"
 	const secretJSON, secretDict = "liveSECRETjsonValue0123456789", "liveSECRETdictValue0123456789"
+	// A license key, an NGC key and a JSON Web Token, as a NIM container's server may carry.
+	const secretLic, secretNGC = "liveSECRETlicValue0123456789", "nvapi-liveSECRETngcValue0123456789"
+	const secretJWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJsaXZlIn0.liveSECRETjwtValue0123"
 	shm := "/dev/shm/gt-secret-" + time.Now().Format("150405.000000") + "-HF_TOKEN=" + secretShm
 	f, err := os.Create(shm)
 	if err != nil {
@@ -60,7 +63,8 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	defer f.Close()
 	p, err := scenario.Start(scenario.Server{Module: "vllm.entrypoints.openai.api_server",
 		Args: []string{"--host", "0.0.0.0", "--api-key", secretArg, "--served-model-name", "m",
-			"--config", `{"api_key": "` + secretJSON + `", "port": 8000}`, "--override", `{'password':'` + secretDict + `'}`}})
+			"--config", `{"api_key": "` + secretJSON + `", "port": 8000}`, "--override", `{'password':'` + secretDict + `'}`,
+			"--license-key", secretLic, "--registry-login", secretNGC, "--session", secretJWT}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +88,14 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	snap, parseErr := parse.Parse(raw) // other tests' hostile processes may not parse
 	hosts := []Host{{Name: "live", Snapshot: snap, Result: diagnose.Diagnose(snap, time.Now()), Capture: raw}}
 	md := render(t, Markdown, hosts, Options{})
-	for _, s := range []string{secretArg, secretShm, secretJSON, secretDict} {
+	for _, s := range []string{secretArg, secretShm, secretJSON, secretDict, secretLic, secretNGC, secretJWT} {
 		if strings.Contains(md, s) || decodesTo(md, s) {
 			t.Errorf("the Markdown report shows %q", s)
 		}
 	}
 	for name, f := range map[string]renderFunc{"text": Text, "json": JSON} {
 		out := render(t, f, hosts, Options{Verbose: true})
-		for _, s := range []string{secretArg, secretJSON, secretDict} {
+		for _, s := range []string{secretArg, secretJSON, secretDict, secretLic, secretNGC, secretJWT} {
 			if strings.Contains(out, s) {
 				t.Errorf("the %s report shows %q", name, s)
 			}

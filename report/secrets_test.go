@@ -37,6 +37,12 @@ func TestMaskText(t *testing.T) {
 		`{"token":"t\"ok","n":1} {'password': 'pw', 'x': 1}`: `{"token":"***","n":1} {'password': '***', 'x': 1}`,
 		`non-default args: {'model': 'm', 'api_key': 'k'}`:   `non-default args: {'model': 'm', 'api_key': '***'}`,
 		`{"hf_token": null, "max_tokens": 5}`:                `{"hf_token": ***, "max_tokens": 5}`,
+		// Flags and variables named by the short words, and the shapes of NGC and GitLab keys
+		// and JSON Web Tokens (GPU hosts pull NIM containers with NGC keys).
+		"--key k1 --pass p1 --auth u:p2 --jwt j1 --license-key l1":                           "--key *** --pass *** --auth *** --jwt *** --license-key ***",
+		"LICENSE_KEY=l2 NGC_API_KEY=n1 MONKEY=1 PASSKEY_HINT=x":                              "LICENSE_KEY=*** NGC_API_KEY=*** MONKEY=1 PASSKEY_HINT=x",
+		"login -p nvapi-abcdefghijklmnopqrstuvwxyz glpat-abcdefghijklmnopqrst":               "login -p *** ***",
+		"X-Session: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N": "X-Session: ***",
 		// Programs whose password options have short or ambiguous names.
 		`sshpass -p pw1 ssh h; sshpass -ppw2 ssh h`:                          `sshpass -p *** ssh h; sshpass -p*** ssh h`,
 		`bash -c "curl -u bob:pw3 -U px:pw4 https://h/" x`:                   `bash -c "curl -u bob:*** -U px:*** https://h/" x`,

@@ -36,6 +36,9 @@ type stage struct {
 	// aged makes processes older than a test can wait for: PID -> its age when probed. Only
 	// the start time in the parsed capture is moved back; all else is the real process.
 	aged map[int]time.Duration
+	// enter, when set, is a command prefix the probe runs behind (e.g. nsenter into a mount
+	// namespace with a /dev/shm of its own).
+	enter []string
 }
 
 func newStage(t *testing.T) *stage {
@@ -142,6 +145,7 @@ func (s *stage) hold(pid, gpu int, mib int64) {
 // rendered is one staged host's diagnosis and its three reports.
 type rendered struct {
 	res              diagnose.Result
+	snap             *parse.Snapshot
 	text, md, json   string
 	verbose          string   // the text report with -v
 	blamingUnits     []string // every sentence, bullet and command that can blame, all formats
@@ -178,7 +182,13 @@ func (s *stage) run() rendered {
 	if err := scenario.WriteFakeSystemctl(dir, s.units); err != nil {
 		s.t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	probe := func() ([]byte, error) {
+		return scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	}
+	if s.enter != nil {
+		probe = func() ([]byte, error) { return probeBehind(s.enter, dir) }
+	}
+	raw, err := probe()
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -200,7 +210,7 @@ func (s *stage) run() rendered {
 		}
 	}
 	var r rendered
-	r.res = diagnose.Diagnose(snap, time.Now())
+	r.res, r.snap = diagnose.Diagnose(snap, time.Now()), snap
 	hosts := []report.Host{{Name: "staged", Snapshot: snap, Result: r.res}}
 	var b bytes.Buffer
 	for _, f := range []struct {
