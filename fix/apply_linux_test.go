@@ -299,25 +299,8 @@ func TestApplyRunsThePlansLine(t *testing.T) {
 		t.Skip("no sha256sum")
 	}
 	root := cgroupRoot(t)
-	bin := t.TempDir()
-	calls, victim := bin+"/calls", bin+"/victim"
-	for _, tool := range []string{"systemctl", "docker", "scancel"} {
-		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\nkill \"$(cat " + victim + ")\"\n"
-		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
-	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
-	ctr := strings.Repeat("d4", 32)
-	for _, c := range []struct {
-		kind           Kind
-		name, rt, cgrp string
-	}{
-		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
-		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
-		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
-	} {
+	calls, victim := stubManagers(t, true)
+	for _, c := range groupCases(strings.Repeat("d4", 32)) {
 		t.Run(string(c.kind), func(t *testing.T) {
 			os.Remove(calls)
 			pid := jobHolder(t, "", 0, root, c.cgrp)
@@ -344,25 +327,8 @@ func TestApplySIGKILLModeKillsThePID(t *testing.T) {
 		t.Skip("no sha256sum")
 	}
 	root := cgroupRoot(t)
-	bin := t.TempDir()
-	calls := bin + "/calls"
-	for _, tool := range []string{"systemctl", "docker", "scancel"} {
-		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\n"
-		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
-	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
-	ctr := strings.Repeat("c9", 32)
-	for _, c := range []struct {
-		kind           Kind
-		name, rt, cgrp string
-	}{
-		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
-		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
-		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
-	} {
+	calls, _ := stubManagers(t, false)
+	for _, c := range groupCases(strings.Repeat("c9", 32)) {
 		t.Run(string(c.kind), func(t *testing.T) {
 			os.Remove(calls)
 			pid := jobHolder(t, "", 0, root, c.cgrp)
@@ -531,5 +497,39 @@ func removeCgroups(top, dir string) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// stubManagers puts stand-in systemctl, docker and scancel first on PATH: each appends its
+// command line to the file calls and, with kill, kills the PID written in the file victim.
+func stubManagers(t *testing.T, kill bool) (calls, victim string) {
+	t.Helper()
+	bin := t.TempDir()
+	calls, victim = bin+"/calls", bin+"/victim"
+	for _, tool := range []string{"systemctl", "docker", "scancel"} {
+		script := "#!/bin/sh\necho " + tool + " \"$@\" >>" + calls + "\n"
+		if kill {
+			script += "kill \"$(cat " + victim + ")\"\n"
+		}
+		if err := os.WriteFile(bin+"/"+tool, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	return calls, victim
+}
+
+// groupCase is a target of a unit, a container (ctr) or a job, in a cgroup of this test's own.
+type groupCase struct {
+	kind           Kind
+	name, rt, cgrp string
+}
+
+func groupCases(ctr string) []groupCase {
+	own := fmt.Sprintf("gt-apply-%d", os.Getpid())
+	return []groupCase{
+		{KindStopUnit, "gt-apply.service", "", own + "/system.slice/gt-apply.service"},
+		{KindStopContainer, ctr, "docker", own + "/system.slice/docker-" + ctr + ".scope"},
+		{KindCancelJob, "4242", "", "slurm_" + own + "/uid_0/job_4242/step_0"},
 	}
 }

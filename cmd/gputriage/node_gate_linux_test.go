@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -87,21 +87,7 @@ func gateSMIDir(t *testing.T, dir string, smi scenario.SMI) {
 func startInBox(t *testing.T, box *nodeBox, program string) int {
 	t.Helper()
 	argv := append(box.enter(), "python3", "-c", program)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready")))
-	if !strings.HasPrefix(line, "ready") || err != nil {
-		t.Fatalf("the program in the box did not start: %q", line)
-	}
-	return pid
+	return testenv.StartReady(t, exec.Command(argv[0], argv[1:]...))
 }
 
 // saveBoxCapture, when GPUTRIAGE_IDLE_CAPTURES names a directory, runs the probe in box and

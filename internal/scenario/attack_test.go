@@ -18,6 +18,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -77,21 +78,7 @@ func (b shmBox) command(uid int, argv ...string) *exec.Cmd {
 // The process is killed when the test ends.
 func (b shmBox) start(t *testing.T, uid int, program string) int {
 	t.Helper()
-	cmd := b.command(uid, "/usr/bin/python3", "-c", program) // not a root-only pyenv shim
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready")))
-	if !strings.HasPrefix(line, "ready") || err != nil {
-		t.Fatalf("the program in the box did not start: %q", line)
-	}
-	return pid
+	return testenv.StartReady(t, b.command(uid, "/usr/bin/python3", "-c", program)) // not a root-only pyenv shim
 }
 
 // ncclSegment is a program that maps a NCCL shared-memory segment and unlinks it, as every

@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -96,4 +97,25 @@ func ChildOf(pid int) int {
 		return kids[0]
 	}
 	return 0
+}
+
+// StartReady starts cmd, a program that writes "ready PID" on its stdout once in place, and
+// returns that PID (the program's own, in whatever PID namespace it runs). It is killed when
+// the test ends.
+func StartReady(t testing.TB, cmd *exec.Cmd) int {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, _ := bufio.NewReader(out).ReadString('\n')
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "ready")))
+	if !strings.HasPrefix(line, "ready") || err != nil {
+		t.Fatalf("%s did not start: %q", filepath.Base(cmd.Path), line)
+	}
+	return pid
 }
