@@ -307,8 +307,7 @@ func TestApplyRunsThePlansLine(t *testing.T) {
 			if err := os.WriteFile(victim, []byte(strconv.Itoa(pid)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			tg := identity(t, pid)
-			tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+			tg := c.target(t, pid)
 			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeTerm)
 			ran, _ := os.ReadFile(calls)
 			shown, _, _ := strings.Cut(tg.Line(), "   (holds PID")
@@ -332,8 +331,7 @@ func TestApplySIGKILLModeKillsThePID(t *testing.T) {
 		t.Run(string(c.kind), func(t *testing.T) {
 			os.Remove(calls)
 			pid := jobHolder(t, "", 0, root, c.cgrp)
-			tg := identity(t, pid)
-			tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+			tg := c.target(t, pid)
 			res := runApply(t, HostPlan{Host: "h", BootID: bootID(t), Targets: []Target{tg}}, ModeKill)
 			ran, _ := os.ReadFile(calls)
 			if res[0].Outcome != Stopped || len(ran) > 0 || alive(pid) {
@@ -523,6 +521,13 @@ func stubManagers(t *testing.T, kill bool) (calls, victim string) {
 type groupCase struct {
 	kind           Kind
 	name, rt, cgrp string
+}
+
+// target is pid's identity as a target of c's kind, name and runtime.
+func (c groupCase) target(t *testing.T, pid int) Target {
+	tg := identity(t, pid)
+	tg.Kind, tg.Name, tg.Runtime = c.kind, c.name, c.rt
+	return tg
 }
 
 func groupCases(ctr string) []groupCase {

@@ -125,6 +125,27 @@ func (l *fixLab) fix(t *testing.T, stdin io.Reader, args ...string) (stdout, std
 	return l.gputriage(t, stdin, append([]string{"fix"}, args...)...)
 }
 
+// planOut writes the plan for host with fix --plan-out, reads it back, and fails the test
+// unless it holds one host with targets targets. It returns the file, what fix printed, the
+// file's bytes and the plan.
+func (l *fixLab) planOut(t *testing.T, host string, targets int) (path, out, errOut string, raw []byte, p fix.Plan) {
+	t.Helper()
+	path = filepath.Join(l.dir, "plan.json")
+	out, errOut, code := l.fix(t, nil, "--plan-out", path, host)
+	if code != exitOK {
+		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err = fix.Read(bytes.NewReader(raw))
+	if err != nil || len(p.Hosts) != 1 || len(p.Hosts[0].Targets) != targets {
+		t.Fatalf("plan %+v (%v), want %d target(s) on one host\n%s\n%s\n%s", p, err, targets, raw, out, errOut)
+	}
+	return path, out, errOut, raw, p
+}
+
 // gputriage runs any gputriage command line in the lab (its ssh_config and a 30 s --timeout
 // go in front of args after the subcommand, if any).
 func (l *fixLab) gputriage(t *testing.T, stdin io.Reader, args ...string) (stdout, stderr string, code int) {
@@ -228,18 +249,9 @@ func TestFixSeedIncident(t *testing.T) {
 // the process left alone, and the refusal recorded.
 func TestFixRefusesStalePlan(t *testing.T) {
 	l := newFixLab(t)
-	plan := filepath.Join(l.dir, "plan.json")
-	out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix")
-	if code != exitOK {
-		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
-	}
-	raw, err := os.ReadFile(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := fix.Read(bytes.NewReader(raw))
-	if err != nil || len(p.Hosts) != 1 || len(p.Hosts[0].Targets) != 1 || p.Hosts[0].Targets[0].PID != l.leftover.PID {
-		t.Fatalf("plan %+v (%v)", p, err)
+	_, _, _, raw, p := l.planOut(t, "gpu-fix", 1)
+	if p.Hosts[0].Targets[0].PID != l.leftover.PID {
+		t.Fatalf("plan %+v", p)
 	}
 	if bytes.Contains(raw, []byte(fmt.Sprintf(`"pid": %d`, l.healthy.PID))) {
 		t.Errorf("the healthy server is in the plan:\n%s", raw)

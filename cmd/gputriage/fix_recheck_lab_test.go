@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/gputriage/gputriage/fix"
 )
 
 // signal sends sig (STOP, CONT) to pid on the lab host, as the process's owner would. The
@@ -75,22 +72,10 @@ func (l *fixLab) starter(t *testing.T, pid int) int {
 func TestFixApplyRefusesTargetNoLongerNamed(t *testing.T) {
 	l := newFixLab(t)
 	l.signal(t, "STOP", l.healthy.PID)
-	plan := filepath.Join(l.dir, "plan.json")
-	out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-fix")
-	if code != exitOK {
-		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
-	}
-	raw, err := os.ReadFile(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := fix.Read(bytes.NewReader(raw))
-	if err != nil || len(p.Hosts) != 1 || len(p.Hosts[0].Targets) != 2 {
-		t.Fatalf("plan of the paused server and the leftover: %v\n%s", err, raw)
-	}
-	l.signal(t, "CONT", l.healthy.PID) // its owner resumes it: healthy again
+	plan, _, _, _, _ := l.planOut(t, "gpu-fix", 2) // the paused server and the leftover
+	l.signal(t, "CONT", l.healthy.PID)             // its owner resumes it: healthy again
 
-	out, errOut, code = l.fix(t, nil, "--yes", "--apply", plan)
+	out, errOut, code := l.fix(t, nil, "--yes", "--apply", plan)
 	t.Logf("gputriage fix --yes --apply:\n%s\n%s", out, errOut)
 	if !l.alive(t, l.healthy.PID) {
 		t.Fatalf("the resumed server %d was stopped by a plan written while it was paused", l.healthy.PID)

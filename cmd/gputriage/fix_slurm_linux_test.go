@@ -177,19 +177,7 @@ func testFixCancelsSlurmJob(t *testing.T, l *slurmFixLab) {
 	healthyTicks := startTicksNum(l.healthy.PID)
 
 	// 1. The plan: cancel the leftover's job, nothing of the healthy one.
-	plan := filepath.Join(l.dir, "plan.json")
-	out, errOut, code := l.fix(t, nil, "--plan-out", plan, "node1")
-	if code != exitOK {
-		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
-	}
-	raw, err := os.ReadFile(plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := fix.Read(bytes.NewReader(raw))
-	if err != nil || len(p.Hosts) != 1 || len(p.Hosts[0].Targets) != 1 {
-		t.Fatalf("plan %+v (%v)\n%s\n%s", p, err, out, errOut)
-	}
+	plan, out, errOut, raw, p := l.planOut(t, "node1", 1)
 	tg := p.Hosts[0].Targets[0]
 	if tg.Kind != fix.KindCancelJob || tg.Name != l.leftoverJob || tg.PID != l.leftover.PID || tg.Finding != "leftover-process" ||
 		!slices.Contains(tg.Reasons, "shm-deleted") || tg.FreesMiB[l.leftoverGPU] != l.leftoverMiB || len(tg.FreesMiB) != 1 {
@@ -213,7 +201,7 @@ func testFixCancelsSlurmJob(t *testing.T, l *slurmFixLab) {
 
 	// 4. fix --yes: the real scancel.
 	start := time.Now()
-	out, errOut, code = l.fix(t, nil, "--yes", "node1")
+	out, errOut, code := l.fix(t, nil, "--yes", "node1")
 	took := time.Since(start)
 	t.Logf("gputriage fix --yes node1 (%s):\n%s", took.Round(time.Millisecond), out)
 	if code != exitOK {
