@@ -83,6 +83,10 @@ type Reason struct {
 	Purged, Ended bool
 	MiB           int64
 	Held          []int
+	// ConstrainDevices and TaskCgroup are the host's Slurm's ConstrainDevices (cgroup.conf)
+	// and whether its TaskPlugin includes task/cgroup, which together keep a job's processes
+	// off the GPUs it was not allocated; nil when unknown (gpu-not-allocated).
+	ConstrainDevices, TaskCgroup *bool
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

@@ -58,6 +58,9 @@ const (
 	CodeSMIFailed        = "smi-failed"
 	CodeGPUBusy          = "gpu-busy"      // info: healthy GPU work
 	CodeProbeLimited     = "probe-limited" // info/warning: what the probe could not see
+	// CodeGPUOutsideAllocation: warning: a running Slurm job's process holds memory on a GPU
+	// the job was not allocated, on a node with GPU GRES (slurm_alloc.go).
+	CodeGPUOutsideAllocation = "gpu-outside-allocation"
 )
 
 // Finding is one diagnosis.

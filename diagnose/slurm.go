@@ -15,7 +15,8 @@ const (
 	// requeued, or has been completing for longer than Slurm waits for its processes), yet
 	// the process holds GPU memory.
 	ReasonJobEnded ReasonCode = "job-ended"
-	// ReasonGPUNotAllocated: it holds memory on a GPU its running job was not allocated.
+	// ReasonGPUNotAllocated: it holds memory on a GPU its running job was not allocated, on a
+	// node with GPU GRES (the reason of gpu-outside-allocation).
 	ReasonGPUNotAllocated ReasonCode = "gpu-not-allocated"
 )
 
@@ -134,26 +135,67 @@ func (h *host) stepdAncestor(p *parse.Process) (job, step string) {
 	return "", ""
 }
 
-// slurmReasons are the reasons gp's Slurm job gives to judge it: job-ended when Slurm no longer
-// runs the job here, gpu-not-allocated when it holds memory on a GPU its running job was not
-// allocated on this node. A running job's process on its own GPUs gets none: it is healthy.
+// slurmReasons are the reasons gp's Slurm job gives to judge it a leftover: job-ended when
+// Slurm no longer runs the job here. A running job's process is no leftover, on its own GPUs
+// or on others (that is gpu-outside-allocation, a finding about the job: see outsideAllocation).
 func (h *host) slurmReasons(gp *GPUProcess) []Reason {
 	t, ok := h.slurmTieOf(gp)
 	if !ok || t.Job == nil || gp.memMiB() == 0 {
 		return nil
 	}
-	base := Reason{Strong: true, PID: gp.PID, Job: t.ID, State: t.Job.State, User: t.Job.User, Node: t.Node,
-		Purged: t.Job.Purged, Ended: t.Job.EndTime != nil, MiB: gp.memMiB(), Held: gp.memGPUs()}
 	if ended, since := h.jobEnded(t); ended {
-		r := base
+		r := h.slurmReason(gp, t)
 		r.Code, r.Age = ReasonJobEnded, since
 		return []Reason{r}
 	}
-	if slices.Contains(activeJobStates, t.Job.State) && t.Job.State != "COMPLETING" {
-		if bad := h.unallocatedGPUs(gp, t); len(bad) > 0 {
-			r := base
-			r.Code, r.GPUs = ReasonGPUNotAllocated, bad
-			return []Reason{r}
+	return nil
+}
+
+// slurmReason is the facts of gp's job t that every Slurm reason carries.
+func (h *host) slurmReason(gp *GPUProcess, t slurmTie) Reason {
+	return Reason{Strong: true, PID: gp.PID, Job: t.ID, State: t.Job.State, User: t.Job.User, Node: t.Node,
+		Purged: t.Job.Purged, Ended: t.Job.EndTime != nil, MiB: gp.memMiB(), Held: gp.memGPUs()}
+}
+
+// outsideAllocation is the gpu-not-allocated reason when gp, a process of a job Slurm runs
+// on this node, holds memory on GPUs that job was not allocated here. A job's GPU allocation
+// is known only on a node with GPU GRES (nodeGPUGres): elsewhere Slurm hands out no GPUs and
+// any job may use any GPU, so there is no reason at all.
+func (h *host) outsideAllocation(gp *GPUProcess) (Reason, bool) {
+	t, ok := h.slurmTieOf(gp)
+	if !ok || t.Job == nil || gp.memMiB() == 0 || !slices.Contains(activeJobStates, t.Job.State) || t.Job.State == "COMPLETING" {
+		return Reason{}, false
+	}
+	if ended, _ := h.jobEnded(t); ended {
+		return Reason{}, false
+	}
+	if gres := h.nodeGPUGres(t.Node); gres == nil || !*gres {
+		return Reason{}, false
+	}
+	bad := h.unallocatedGPUs(gp, t)
+	if len(bad) == 0 {
+		return Reason{}, false
+	}
+	r := h.slurmReason(gp, t)
+	r.Code, r.GPUs = ReasonGPUNotAllocated, bad
+	r.ConstrainDevices, r.TaskCgroup = h.s.SlurmGRES.ConstrainDevices, h.s.SlurmGRES.TaskCgroup
+	return r, true
+}
+
+// nodeGPUGres says whether Slurm manages GPUs as GRES on node: false when GresTypes has no
+// gpu or the node's Gres names none; nil when unknown (the node was not asked about, Slurm
+// did not answer, or node is "").
+func (h *host) nodeGPUGres(node string) *bool {
+	if g := h.s.SlurmGRES; g.TypesKnown && !slices.Contains(g.Types, "gpu") {
+		no := false
+		return &no
+	}
+	if node == "" {
+		return nil
+	}
+	for i := range h.s.SlurmNodes {
+		if n := &h.s.SlurmNodes[i]; n.Name == node {
+			return n.GPUGres
 		}
 	}
 	return nil
@@ -228,10 +270,8 @@ func (h *host) unallocatedGPUs(gp *GPUProcess, t slurmTie) []int {
 }
 
 // slurmAction is the fix for gp when its job gives one: for a stray of a job that ended, the
-// PID (scancel reaches nothing any more); for a process on GPUs its running job was not
-// allocated, the PID too (the evidence is about that process, not the job). ok is false when
-// the job gives no fix of its own: then whatever owns the process is stopped (scancel for a
-// job Slurm still runs).
+// PID (scancel reaches nothing any more). ok is false when the job gives no fix of its own:
+// then whatever owns the process is stopped (scancel for a job Slurm still runs).
 func (h *host) slurmAction(gp *GPUProcess) (Action, bool) {
 	if len(h.slurmReasons(gp)) == 0 {
 		return Action{}, false

@@ -24,6 +24,19 @@ func slurmHost(gpu int, job parse.SlurmJob) *parse.Snapshot {
 		job.ExitCode = ip(0)
 	}
 	s.SlurmJobs = []parse.SlurmJob{job}
+	return withGres(s, "gpu:4", "node2")
+}
+
+// withGres is s with Slurm saying each of nodes has Gres gres ("gpu:4", "(null)"), GresTypes
+// gpu and devices not constrained.
+func withGres(s *parse.Snapshot, gres string, nodes ...string) *parse.Snapshot {
+	s.SlurmNodes = nil
+	for _, n := range nodes {
+		has := gres != "(null)"
+		s.SlurmNodes = append(s.SlurmNodes, parse.SlurmNode{Name: n, Asked: true, ExitCode: ip(0), Gres: gres, GPUGres: &has})
+	}
+	no, yes := false, true
+	s.SlurmGRES = parse.SlurmGRES{Types: []string{"gpu"}, TypesKnown: true, ConstrainDevices: &no, TaskCgroup: &yes}
 	return s
 }
 
@@ -93,8 +106,9 @@ func TestSlurmVerdicts(t *testing.T) {
 			"Slurm job 4242 of alice (PENDING) no longer runs on node node2", "kill 20629"},
 		{"runs on other nodes only", slurmHost(0, runningJob("node[3-4]", 0)),
 			"Slurm job 4242 of alice (RUNNING) no longer runs on node node2", "kill 20629"},
-		{"a GPU the job was not allocated", slurmHost(3, runningJob("node2", 0, 1)),
-			"Slurm job 4242 of alice (RUNNING) was not allocated GPU 3 on node node2, yet its PID 20629 holds memory there", "kill 20629"},
+		// A running job's process on a GPU it was not allocated is no leftover (see
+		// TestSlurmOutsideAllocation).
+		{"a GPU the job was not allocated", slurmHost(3, runningJob("node2", 0, 1)), healthy, ""},
 		// Nothing is read from a record whose keys came twice: no verdict either way.
 		{"ambiguous record", slurmHost(3, parse.SlurmJob{Ambiguous: true}), healthy, ""},
 		{"Slurm not asked", slurmHost(3, func() parse.SlurmJob { j := runningJob("node2", 0); return j }()), "not allocated", "kill 20629"},
@@ -173,22 +187,22 @@ func TestSlurmCancelByStepdAncestor(t *testing.T) {
 // Without a Slurm cgroup (proctrack/linuxproc), the slurmstepd ancestor names the job; one of
 // a single-slurmd host is matched to the job's only node.
 func TestSlurmStepdAncestor(t *testing.T) {
-	s := slurmHost(3, runningJob("gpu7", 0))
+	s := withGres(slurmHost(3, runningJob("gpu7", 0)), "gpu:4", "gpu7", "gpu8")
 	s.Processes[0].Cgroup = parse.Cgroup{Path: "/"}
 	s.Ancestors = []parse.Ancestor{{PID: 20590, PPID: 1, UID: 0, SlurmJob: "4242", SlurmStep: "0"}, {PID: 20600, PPID: 20590, UID: 1000}} // sorted by PID, as parse gives them
-	f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess)
+	f := findCode(Diagnose(s, refTime).Findings, CodeGPUOutsideAllocation)
 	if f == nil || !strings.Contains(f.Explanation, "was not allocated GPU 3 on node gpu7") {
 		t.Fatalf("%v", f)
 	}
 	// On several nodes, the host's own name says which one it is; without it, nothing.
-	s = slurmHost(3, runningJob("gpu[7-8]", 0))
+	s = withGres(slurmHost(3, runningJob("gpu[7-8]", 0)), "gpu:4", "gpu7", "gpu8")
 	s.Processes[0].Cgroup = parse.Cgroup{Path: "/"}
 	s.Ancestors = []parse.Ancestor{{PID: 20600, PPID: 1, UID: 0, SlurmJob: "4242", SlurmStep: "0"}}
-	if f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess); f != nil {
+	if f := findCode(Diagnose(s, refTime).Findings, CodeGPUOutsideAllocation); f != nil {
 		t.Errorf("node unknown, yet: %s", f.Explanation)
 	}
 	s.Host.Hostname = "gpu8.cluster"
-	if f := findCode(Diagnose(s, refTime).Findings, CodeLeftoverProcess); f == nil {
+	if f := findCode(Diagnose(s, refTime).Findings, CodeGPUOutsideAllocation); f == nil {
 		t.Errorf("node gpu8: no finding")
 	}
 }
@@ -204,8 +218,94 @@ func TestSlurmReasonCodes(t *testing.T) {
 		t.Errorf("%+v", a)
 	}
 	h = newHost(slurmHost(2, runningJob("node2", 0)), refTime)
-	rs = h.slurmReasons(&h.procs[0])
-	if len(rs) != 1 || rs[0].Code != ReasonGPUNotAllocated || len(rs[0].GPUs) != 1 || rs[0].GPUs[0] != 2 {
-		t.Errorf("%+v", rs)
+	if rs := h.slurmReasons(&h.procs[0]); len(rs) != 0 {
+		t.Errorf("a running job's process on another GPU is no leftover: %+v", rs)
+	}
+	r, ok := h.outsideAllocation(&h.procs[0])
+	if !ok || r.Code != ReasonGPUNotAllocated || len(r.GPUs) != 1 || r.GPUs[0] != 2 || r.Job != "4242" || r.Node != "node2" ||
+		r.ConstrainDevices == nil || *r.ConstrainDevices {
+		t.Errorf("%+v", r)
+	}
+}
+
+// A running job's process on a GPU its job was not allocated: on a node with GPU GRES, a
+// gpu-outside-allocation warning about that job, worded as such (no leftover, no kill, no
+// scancel); on a node without GPU GRES, or where Slurm's GRES could not be read, nothing:
+// Slurm allocates no GPUs there, and its GPU use is normal.
+func TestSlurmOutsideAllocation(t *testing.T) {
+	const none = ""
+	bare := func(s *parse.Snapshot) *parse.Snapshot { s.SlurmNodes, s.SlurmGRES = nil, parse.SlurmGRES{}; return s }
+	noGPUType := func(s *parse.Snapshot) *parse.Snapshot {
+		s.SlurmNodes, s.SlurmGRES = nil, parse.SlurmGRES{Types: []string{"shard"}, TypesKnown: true}
+		return s
+	}
+	constrained := func(s *parse.Snapshot) *parse.Snapshot {
+		yes := true
+		s.SlurmGRES.ConstrainDevices = &yes
+		return s
+	}
+	noTask := func(s *parse.Snapshot) *parse.Snapshot {
+		no := false
+		s.SlurmGRES.TaskCgroup = &no
+		return s
+	}
+	// The real no-GRES record: "GRES=" on each node's line, read as "no GPUs".
+	noJobGres := runningJob("node2")
+	tests := []struct {
+		name string
+		snap *parse.Snapshot
+		want string // words of the finding, or none
+	}{
+		{"GRES, devices not constrained", slurmHost(3, runningJob("node2", 0, 1)),
+			"devices are not constrained (ConstrainDevices=no in cgroup.conf"},
+		{"GRES, no task/cgroup", noTask(constrained(slurmHost(3, runningJob("node2", 0, 1)))), "TaskPlugin lacks task/cgroup"},
+		{"GRES, constrained", constrained(slurmHost(3, runningJob("node2", 0, 1))), "it may have left its job's cgroup"},
+		{"GRES, the job asked for no GPU", slurmHost(1, noJobGres), "was not allocated GPU 1 on node node2"},
+		{"no GPU GRES on the node", withGres(slurmHost(3, runningJob("node2", 0, 1)), "(null)", "node2"), none},
+		{"no GPU GRES, the job has none", withGres(slurmHost(1, noJobGres), "(null)", "node2"), none},
+		{"GresTypes without gpu", noGPUType(slurmHost(1, noJobGres)), none},
+		{"Slurm's GRES unknown", bare(slurmHost(1, noJobGres)), none},
+		{"GRES on other nodes only", withGres(slurmHost(1, noJobGres), "gpu:4", "node1", "node3"), none},
+		{"a GPU of its own", slurmHost(0, runningJob("node2", 0, 1)), none},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := Diagnose(tt.snap, refTime)
+			for _, f := range res.Findings {
+				if f.Severity >= Warning && f.Code != CodeGPUOutsideAllocation {
+					t.Errorf("%s:\n%s", f.Code, dump(res.Findings))
+				}
+			}
+			f := findCode(res.Findings, CodeGPUOutsideAllocation)
+			if tt.want == none {
+				if f != nil {
+					t.Fatalf("a job's GPU use called outside its allocation:\n%s", dump(res.Findings))
+				}
+				return
+			}
+			if f == nil {
+				t.Fatalf("no gpu-outside-allocation:\n%s", dump(res.Findings))
+			}
+			all := strings.Join(append(append([]string{f.Title, f.Explanation}, f.Evidence...), f.Fix...), "\n")
+			if f.Severity != Warning || !slices.Equal(f.PIDs, []int{20629}) || !strings.Contains(all, tt.want) ||
+				!strings.Contains(f.Title, "Slurm job 4242 of alice uses GPU") {
+				t.Errorf("want a warning on PID 20629 saying %q:\n%s", tt.want, dump(res.Findings))
+			}
+			for _, bad := range []string{"left over", "leftover from", "abandoned", "kill", "scancel"} {
+				if strings.Contains(all, bad) {
+					t.Errorf("the finding says %q:\n%s", bad, all)
+				}
+			}
+		})
+	}
+	// Without GPU GRES, the job's busy finding says why its GPU use is its own business.
+	res := Diagnose(withGres(slurmHost(1, noJobGres), "(null)", "node2"), refTime)
+	if f := findCode(res.Findings, CodeGPUBusy); f == nil || !strings.Contains(strings.Join(f.Evidence, "\n"), "GPUs are not configured as GRES on node node2") {
+		t.Errorf("no word of GRES:\n%s", dump(res.Findings))
+	}
+	for _, f := range res.Findings {
+		if strings.Contains(f.Title+f.Explanation+strings.Join(f.Evidence, " "), "allocated GPU") {
+			t.Errorf("words of allocation on a node without GRES:\n%s", dump(res.Findings))
+		}
 	}
 }

@@ -109,6 +109,9 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 			line += " step " + p.Cgroup.SlurmStep
 		}
 		ev = append(ev, line)
+		if l := h.slurmGresEvidence(gp); l != "" {
+			ev = append(ev, l)
+		}
 	}
 	return ev
 }

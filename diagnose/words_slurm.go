@@ -27,3 +27,66 @@ func slurmWords(r Reason) string {
 	}
 	return fmt.Sprintf("%s ended (%s); %s", job, r.State, holds)
 }
+
+// outsideAllocationWords composes a gpu-outside-allocation finding's words: the job, the
+// GPUs it was not given, that it runs (no leftover), and why Slurm let it.
+func (h *host) outsideAllocationWords(f *Finding, gp *GPUProcess, r Reason) {
+	job := "Slurm job " + r.Job
+	if r.User != "" {
+		job += " of " + r.User
+	}
+	f.Title = fmt.Sprintf("%s uses %s, which it was not allocated on node %s: PID %d (%s)", job, FormatGPUs(r.GPUs), r.Node, gp.PID, shortCmd(gp))
+	f.Explanation = fmt.Sprintf("%s. The job is running: this is not a leftover but work outside its allocation, which takes memory and compute from the jobs Slurm gives %s. %s "+
+		"Ask the job's user to use only the GPUs Slurm gives it (Slurm sets CUDA_VISIBLE_DEVICES to them), and have Slurm confine jobs to their GPUs.",
+		capitalize(slurmWords(r)), plural(len(r.GPUs), "that GPU", "those GPUs"), confinementWords(r))
+	f.Evidence = h.processLines(gp)
+	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
+	for _, g := range gp.memGPUs() {
+		line := fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(gp.GPUMemoryMiB[g]))
+		if slices.Contains(r.GPUs, g) {
+			line += " (not allocated to the job)"
+		}
+		f.Evidence = append(f.Evidence, line)
+	}
+	f.Evidence = append(f.Evidence, reasonLines(f.Reasons)...)
+	f.Fix = fixWords(f.Actions, 0, f.Checks)
+}
+
+// confinementWords says why Slurm let a job's process reach a GPU it was not given.
+func confinementWords(r Reason) string {
+	const how = "with ConstrainDevices=yes in cgroup.conf and task/cgroup in TaskPlugin, a job sees only its own GPUs"
+	switch {
+	case r.ConstrainDevices != nil && !*r.ConstrainDevices:
+		return "Slurm does not confine jobs to their GPUs here: devices are not constrained (ConstrainDevices=no in cgroup.conf; " + how + ")."
+	case r.TaskCgroup != nil && !*r.TaskCgroup:
+		return "Slurm does not confine jobs to their GPUs here: devices are not constrained (TaskPlugin lacks task/cgroup, which enforces ConstrainDevices; " + how + ")."
+	case r.ConstrainDevices != nil && r.TaskCgroup != nil:
+		return "Slurm is set to confine jobs to their GPUs (ConstrainDevices=yes, task/cgroup), yet this process reached another: it may have left its job's cgroup, or gres.conf may list the GPUs' device files in another order than their minor numbers."
+	}
+	return "Slurm did not confine it to its GPUs: devices are not constrained for it (" + how + ")."
+}
+
+// capitalize upper-cases s's first byte.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// slurmGresEvidence is a line for a Slurm job's process on a node without GPU GRES: Slurm
+// allocates no GPUs there, so its GPU use is its own business. "" otherwise.
+func (h *host) slurmGresEvidence(gp *GPUProcess) string {
+	t, ok := h.slurmTieOf(gp)
+	if !ok || t.Job == nil {
+		return ""
+	}
+	if g := h.nodeGPUGres(t.Node); g != nil && !*g {
+		where := "this node"
+		if t.Node != "" {
+			where = "node " + t.Node
+		}
+		return "Slurm: GPUs are not configured as GRES on " + where + ": Slurm allocates no GPUs here, and any job may use any GPU"
+	}
+	return ""
+}

@@ -549,6 +549,17 @@ addjob() {
 	case " $JOBS " in *" $1 "*) return ;; esac
 	if [ "$_nj" -lt 16 ]; then JOBS="$JOBS $1" _nj=$((_nj + 1)); fi
 }
+# The nodes whose generic resources (GRES) to ask Slurm about: those the same cgroups name (a
+# host running several slurmd: v1 ".../slurm_NODE/...", v2 ".../NODE_slurmstepd.scope/..."),
+# plain names (letters, digits, ".", "_", "-") of at most 64 bytes, at most 16.
+NODES=
+_nn=0
+addnode() {
+	case $1 in '' | -* | *[!A-Za-z0-9._-]*) return ;; esac
+	[ "${#1}" -le 64 ] || return 0
+	case " $NODES " in *" $1 "*) return ;; esac
+	if [ "$_nn" -lt 16 ]; then NODES="$NODES $1" _nn=$((_nn + 1)); fi
+}
 for _p in $PIDS; do
 	while IFS= read -r _l; do
 		case $_l in
@@ -556,44 +567,92 @@ for _p in $PIDS; do
 		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*)
 			_j=${_l##*/job_}
 			addjob "${_j%%/*}"
+			case $_l in
+			*/slurm_*/uid_*/job_[0-9]*) _n=${_l#*/slurm_} && addnode "${_n%%/*}" ;;
+			*_slurmstepd.scope/job_[0-9]*) _n=${_l%%_slurmstepd.scope/job_*} && addnode "${_n##*/}" ;;
+			esac
 			;;
 		esac
 	done 2>/dev/null <"/proc/$_p/cgroup"
 done
 for _l in $(printf '%s\n' "$ANC" | awk 'NF == 4 && $4 ~ /^[0-9]+\./ { split($4, f, "."); print f[1] }'); do addjob "$_l"; done
 
-# "tz +HHMM" (the zone scontrol writes its times in), then "JOB RC BASE64" per job: BASE64 the
-# encoded output of `scontrol show job -d -o JOB` (at most 32 KiB: a job's name, comment and
-# paths are its user's text, any bytes); RC "-" when not asked: Slurm already failed to answer
-# in time, or the section's 15 s were spent. Last, "timeouts KILLWAIT UNKILLABLE": Slurm's
-# KillWait and UnkillableStepTimeout in seconds (scontrol show config, 5 s), each digits (at most
-# 9) or "-" when unknown; how long a job may stay COMPLETING before its processes are leftovers.
+# slurmdnodes: without a node named by a cgroup, the nodes this host's slurmd serve: the
+# "-N NAME" of each process of uid 0 named slurmd (only root can make one; its command line is
+# read NUL-separated, at most 256 bytes), else the short host name, as slurmd takes it.
+slurmdnodes() {
+	for _d in /proc/[0-9]*; do
+		[ "$_nn" -lt 16 ] || break
+		_c= _u=
+		read -r _c <"$_d/comm" 2>/dev/null || continue
+		[ "$_c" = slurmd ] || continue
+		while read -r _k _v _rest; do case $_k in Uid:) _u=$_v ;; esac; done <"$_d/status" 2>/dev/null
+		[ "$_u" = 0 ] || continue
+		for _n in $(head -c 256 "$_d/cmdline" 2>/dev/null | tr '\000' '\n' | awk 'p { print; p = 0 } $0 == "-N" { p = 1 } /^-N./ { print substr($0, 3) }'); do
+			addnode "$_n"
+		done
+	done
+	if [ -z "${NODES# }" ]; then
+		_h=
+		read -r _h </proc/sys/kernel/hostname 2>/dev/null
+		addnode "${_h%%.*}"
+	fi
+}
+
+# askslurm HEAD LIMIT ARG...: "HEAD RC BASE64", BASE64 the encoded output of scontrol ARG...
+# (5 s, at most LIMIT bytes); "HEAD -" when Slurm already failed to answer in time or the
+# section's 15 s are spent.
+askslurm() {
+	_h=$1 _lim=$2
+	shift 2
+	_now=$(date +%s 2>/dev/null)
+	if [ -n "$_late" ] || [ $((${_now:-0} - ${_t0:-0})) -ge 15 ]; then
+		printf '%s -\n' "$_h"
+		return
+	fi
+	_o=$(t 5 scontrol "$@" 2>&1)
+	_rc=$?
+	case $_rc in 124 | 137) _late=1 ;; esac
+	printf '%s %s ' "$_h" "$_rc"
+	printf '%s' "$_o" | head -c "$_lim" | base64 | tr -d '\n'
+	echo
+}
+# "tz +HHMM" (the zone scontrol writes its times in), then "JOB RC BASE64" per job: the output
+# of `scontrol show job -d -o JOB` (at most 32 KiB: a job's name, comment and paths are its
+# user's text, any bytes). Then "node NODE RC BASE64" per node this host serves (NODES, else
+# slurmdnodes): `scontrol show node -o NODE` (at most 16 KiB), whose Gres says whether Slurm
+# allocates GPUs there at all. Last, "timeouts KILLWAIT UNKILLABLE": Slurm's KillWait and
+# UnkillableStepTimeout in seconds (scontrol show config, 5 s), each digits (at most 9) or "-"
+# when unknown; how long a job may stay COMPLETING before its processes are leftovers; and
+# "gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN" from the same output: GresTypes and TaskPlugin
+# (letters, digits and "_,/:()" only, at most 256 bytes), ConstrainDevices yes or no, each "-"
+# when unknown: whether Slurm keeps a job's processes off the GPUs it was not allocated.
 slurmjobs() {
 	printf 'tz %s\n' "$(date +%z 2>/dev/null)"
 	_late= _t0=$(date +%s 2>/dev/null)
-	for _j in $JOBS; do
-		_now=$(date +%s 2>/dev/null)
-		if [ -n "$_late" ] || [ $((${_now:-0} - ${_t0:-0})) -ge 15 ]; then
-			printf '%s -\n' "$_j"
-			continue
-		fi
-		_o=$(t 5 scontrol show job -d -o "$_j" 2>&1)
-		_rc=$?
-		case $_rc in 124 | 137) _late=1 ;; esac
-		printf '%s %s ' "$_j" "$_rc"
-		printf '%s' "$_o" | head -c 32768 | base64 | tr -d '\n'
-		echo
-	done
-	_kw= _us=
+	for _j in $JOBS; do askslurm "$_j" 32768 show job -d -o "$_j"; done
+	[ -n "${NODES# }" ] || slurmdnodes
+	for _n in $NODES; do askslurm "node $_n" 16384 show node -o "$_n"; done
+	_kw= _us= _gt= _cd= _tp=
 	_now=$(date +%s 2>/dev/null)
 	if [ -z "$_late" ] && [ $((${_now:-0} - ${_t0:-0})) -lt 15 ]; then
 		_o=$(t 5 scontrol show config 2>/dev/null | head -c 262144 |
-			awk '$2 == "=" && $1 == "KillWait" { k = $3 } $2 == "=" && $1 == "UnkillableStepTimeout" { u = $3 } END { print k "," u }')
-		_kw=${_o%%,*} _us=${_o#*,}
+			awk '$2 == "=" { v[$1] = $3 } function c(s) { gsub(/[^A-Za-z0-9_,\/:()]/, "?", s); return s }
+			END { print c(v["KillWait"]) "|" c(v["UnkillableStepTimeout"]) "|" c(v["GresTypes"]) "|" c(v["ConstrainDevices"]) "|" c(v["TaskPlugin"]) }')
+		_kw=${_o%%|*} _o=${_o#*|}
+		_us=${_o%%|*} _o=${_o#*|}
+		_gt=${_o%%|*} _o=${_o#*|}
+		_cd=${_o%%|*} _tp=${_o#*|}
 	fi
 	case $_kw in '' | *[!0-9]* | ??????????*) _kw=- ;; esac
 	case $_us in '' | *[!0-9]* | ??????????*) _us=- ;; esac
 	printf 'timeouts %s %s\n' "$_kw" "$_us"
+	case $_gt in '' | *[!A-Za-z0-9_,/:\(\)]*) _gt=- ;; esac
+	case $_cd in yes | no) ;; *) _cd=- ;; esac
+	case $_tp in '' | *[!A-Za-z0-9_,/:\(\)]*) _tp=- ;; esac
+	[ "${#_gt}" -le 256 ] || _gt=-
+	[ "${#_tp}" -le 256 ] || _tp=-
+	printf 'gres %s %s %s\n' "$_gt" "$_cd" "$_tp"
 }
 if [ -z "${JOBS# }" ]; then
 	nosec slurm 1048576 0

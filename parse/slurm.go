@@ -119,16 +119,43 @@ func ParseSlurmJobs(r io.Reader) (out []SlurmJob, contested []string, err error)
 	return out, contested, err
 }
 
-// ParseSlurm reads the slurm section: a "tz +HHMM" line, then "JOB RC BASE64" lines,
-// BASE64 the output of scontrol show job -d -o JOB, RC "-" when not asked, and a "timeouts
-// KILLWAIT UNKILLABLE" line. A job given twice is left out and returned in contested.
+// ParseSlurm reads the slurm section's jobs and timeouts (see ParseSlurmSection).
 func ParseSlurm(r io.Reader) (out []SlurmJob, to SlurmTimeouts, contested []string, err error) {
+	sec, err := ParseSlurmSection(r)
+	return sec.Jobs, sec.Timeouts, sec.Contested, err
+}
+
+// SlurmSection is what the slurm section holds.
+type SlurmSection struct {
+	Jobs     []SlurmJob
+	Timeouts SlurmTimeouts
+	Nodes    []SlurmNode
+	GRES     SlurmGRES
+	// Contested are the jobs and nodes given twice, left out.
+	Contested []string
+}
+
+// ParseSlurmSection reads the slurm section: a "tz +HHMM" line, then "JOB RC BASE64" lines,
+// BASE64 the output of scontrol show job -d -o JOB, RC "-" when not asked; "node NAME RC
+// BASE64" lines, the output of scontrol show node -o NAME; a "timeouts KILLWAIT UNKILLABLE"
+// line and a "gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN" line. A job or node given twice is
+// left out and returned in Contested.
+func ParseSlurmSection(r io.Reader) (SlurmSection, error) {
+	var sec SlurmSection
 	b, rerr := readInput(r)
 	var errs errList
 	errs.add(rerr)
 	var zone *time.Location
-	count := map[string]int{}
-	seenTimeouts := false
+	var out []SlurmJob
+	seen := map[string]bool{}
+	once := func(key string, i int, l string) bool {
+		if seen[key] {
+			errs.addf("slurm line %d: a second %s line: %s", i+1, key, q(l))
+			return false
+		}
+		seen[key] = true
+		return true
+	}
 	for i, l := range splitLines(b) {
 		f := strings.Fields(l)
 		switch {
@@ -139,13 +166,34 @@ func ParseSlurm(r io.Reader) (out []SlurmJob, to SlurmTimeouts, contested []stri
 			continue
 		case len(f) > 0 && f[0] == "timeouts":
 			t, ok := parseSlurmTimeouts(f)
-			if !ok || seenTimeouts {
+			if !ok || seen["timeouts"] {
 				errs.addf("slurm line %d: want one timeouts KILLWAIT UNKILLABLE: %s", i+1, q(l))
-				to = SlurmTimeouts{}
+				sec.Timeouts = SlurmTimeouts{}
 			} else {
-				to = t
+				sec.Timeouts = t
 			}
-			seenTimeouts = true
+			seen["timeouts"] = true
+			continue
+		case len(f) > 0 && f[0] == "gres":
+			g, ok := parseSlurmGRES(f)
+			if !ok {
+				errs.addf("slurm line %d: want gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN: %s", i+1, q(l))
+			} else if once("gres", i, l) {
+				sec.GRES = g
+			} else {
+				sec.GRES = SlurmGRES{}
+			}
+			continue
+		case len(f) > 0 && f[0] == "node":
+			n, ok := parseSlurmNodeLine(f)
+			switch {
+			case !ok:
+				errs.addf("slurm line %d: want node NAME RC BASE64: %s", i+1, q(l))
+			case len(sec.Nodes) == maxSlurmNodes:
+				errs.addf("slurm: more than %d nodes, rest ignored", maxSlurmNodes)
+			default:
+				sec.Nodes = append(sec.Nodes, n)
+			}
 			continue
 		case len(f) < 2 || !isDigits(f[0]) || len(f[0]) > 10:
 			errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
@@ -156,7 +204,6 @@ func ParseSlurm(r io.Reader) (out []SlurmJob, to SlurmTimeouts, contested []stri
 			break
 		}
 		j := SlurmJob{ID: f[0]}
-		count[j.ID]++
 		if f[1] != "-" {
 			rc, ok := atoiNonNeg(f[1])
 			var text []byte
@@ -173,18 +220,12 @@ func ParseSlurm(r io.Reader) (out []SlurmJob, to SlurmTimeouts, contested []stri
 		}
 		out = append(out, j)
 	}
-	keep := out[:0]
-	for _, j := range out {
-		switch count[j.ID] {
-		case 1:
-			keep = append(keep, j)
-		case 0:
-		default:
-			contested = append(contested, "job "+j.ID)
-			count[j.ID] = 0
-		}
-	}
-	return keep, to, contested, errs.err()
+	var twice []string
+	sec.Jobs, twice = onlyOnce(out, func(j SlurmJob) string { return "job " + j.ID })
+	sec.Contested = append(sec.Contested, twice...)
+	sec.Nodes, twice = onlyOnce(sec.Nodes, func(n SlurmNode) string { return "node " + n.Name })
+	sec.Contested = append(sec.Contested, twice...)
+	return sec, errs.err()
 }
 
 // parseSlurmTimeouts reads "timeouts KILLWAIT UNKILLABLE", each seconds (at most 9 digits)
@@ -424,11 +465,12 @@ func (p *snapParser) slurm() {
 		p.s.Ancestors = anc
 	}
 	if r, sec := p.body("slurm", '\n'); sec != nil {
-		jobs, timeouts, contested, err := ParseSlurm(r)
+		ss, err := ParseSlurmSection(r)
 		p.fail(sec, err)
-		p.s.SlurmTimeouts = timeouts
+		jobs, contested := ss.Jobs, ss.Contested
+		p.s.SlurmTimeouts, p.s.SlurmNodes, p.s.SlurmGRES = ss.Timeouts, ss.Nodes, ss.GRES
 		if len(contested) > 0 {
-			p.tampered("slurm", "jobs listed twice", contested)
+			p.tampered("slurm", "jobs or nodes listed twice", contested)
 		}
 		var ambiguous []string
 		for _, j := range jobs {

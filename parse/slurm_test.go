@@ -207,6 +207,7 @@ func FuzzSlurmJobs(f *testing.F) {
 	f.Add([]byte("tz +0000\n4 -\n4242 1 " + base64.StdEncoding.EncodeToString([]byte(slurmRecording(f, "purged.txt"))) + "\n"))
 	f.Add([]byte("tz +0000\n4 -\ntimeouts 7 75\n"))
 	f.Add([]byte("tz +0000\ntimeouts - 999999999\ntimeouts 1 x\n"))
+	f.Add([]byte("tz +0000\nnode node2 0 " + base64.StdEncoding.EncodeToString([]byte(slurmRecording(f, "node-gres.txt"))) + "\ngres gpu no task/cgroup\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		jobs, to, _, err := ParseSlurm(strings.NewReader(string(b)))
 		checkErr(t, err)

@@ -30,6 +30,10 @@ type Snapshot struct {
 	Ancestors     []Ancestor
 	SlurmJobs     []SlurmJob
 	SlurmTimeouts SlurmTimeouts
+	// SlurmNodes are what Slurm said of the nodes this host serves, SlurmGRES how it
+	// manages GPUs: whether a job's GPU allocation means anything here.
+	SlurmNodes []SlurmNode
+	SlurmGRES  SlurmGRES
 	// Notes are the probe's limitations on this host: what it could not see, what was cut.
 	Notes []Note
 	// Sections lists every section of the capture with its exit status and truncation, in

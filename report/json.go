@@ -307,6 +307,9 @@ type jsonReason struct {
 	JobUser     *string  `json:"job_user"`
 	Node        *string  `json:"node"`
 	GPUs        []int    `json:"gpus"`
+	// ConstrainDevices and TaskCgroup: gpu-not-allocated's Slurm device confinement.
+	ConstrainDevices *bool `json:"constrain_devices"`
+	TaskCgroup       *bool `json:"task_cgroup"`
 }
 
 type jsonAction struct {
@@ -452,7 +455,8 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			Unit: optStr(r.Unit), State: optStr(r.State), Result: optStr(r.Result), Paths: validAll(r.Paths),
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
 			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
-			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs)})
+			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
+			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/slurmtest"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/report"
 )
 
 // slurmHolder submits a batch job on node with gpus GRES whose script (sh) runs body, which
@@ -40,7 +41,8 @@ func slurmHolder(t *testing.T, c *slurmtest.Cluster, node string, gpus int, body
 // allocated is attributed to the job and healthy; the process a cancelled job left behind (it
 // moved itself out of its step's cgroup, so Slurm's proctrack did not kill it) is a leftover
 // whose words name the job, and whose fix is its PID; a process on a GPU its job was not
-// allocated is named with that GPU.
+// allocated (this cluster has GPU GRES) is gpu-outside-allocation, a finding about that
+// running job, never a leftover, and nothing of it is killed or cancelled.
 func TestSlurmJobsNameTheirHolders(t *testing.T) {
 	s := newStage(t)
 	c := slurmtest.Start(t, slurmtest.Config{GPUs: 2})
@@ -82,7 +84,7 @@ exec sleep 300`)
 		}
 	}
 	innocent := scenario.Innocents{PIDs: []int{healthy, forged},
-		Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`), regexp.MustCompile(fmt.Sprintf(`kill .*\b(%d|%d)\b`, healthy, forged))}}
+		Commands: []*regexp.Regexp{regexp.MustCompile(`scancel`), regexp.MustCompile(fmt.Sprintf(`kill .*\b(%d|%d|%d|%d)\b`, healthy, forged, wrong, wide))}}
 	if blamed := innocent.Blamed(r.blamingUnits...); len(blamed) > 0 {
 		t.Errorf("a running job's process on its own GPUs is blamed:\n%s\n%s", strings.Join(blamed, "\n"), r.findingsForDebug)
 	}
@@ -91,27 +93,104 @@ exec sleep 300`)
 	}
 	for _, want := range []struct {
 		pid  int
+		code string
 		text string
 	}{
-		{stray, fmt.Sprintf("Slurm job %s of root ended ", strayJob)},
-		{stray, fmt.Sprintf("s ago (CANCELLED); its PID %d still holds 50,000 MiB on GPU 1", stray)},
-		{wrong, fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 3 on node node3, yet its PID %d holds memory there", wrongJob, wrong)},
-		{wide, fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 0 on node node3, yet its PID %d holds memory there", wideJob, wide)},
+		{stray, diagnose.CodeLeftoverProcess, fmt.Sprintf("Slurm job %s of root ended ", strayJob)},
+		{stray, diagnose.CodeLeftoverProcess, fmt.Sprintf("s ago (CANCELLED); its PID %d still holds 50,000 MiB on GPU 1", stray)},
+		{wrong, diagnose.CodeGPUOutsideAllocation, fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 3 on node node3, yet its PID %d holds memory there", wrongJob, wrong)},
+		{wide, diagnose.CodeGPUOutsideAllocation, fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 0 on node node3, yet its PID %d holds memory there", wideJob, wide)},
 	} {
-		i := slices.IndexFunc(r.jsonFindings, func(f jsonFinding) bool {
-			return f.Code == diagnose.CodeLeftoverProcess && slices.Contains(f.PIDs, want.pid)
-		})
+		i := slices.IndexFunc(r.jsonFindings, func(f jsonFinding) bool { return f.Code == want.code && slices.Contains(f.PIDs, want.pid) })
 		if i < 0 {
-			t.Errorf("no leftover-process finding for PID %d:\n%s", want.pid, r.findingsForDebug)
+			t.Errorf("no %s finding for PID %d:\n%s", want.code, want.pid, r.findingsForDebug)
 			continue
 		}
 		f := r.jsonFindings[i]
 		if !strings.Contains(f.Explanation, want.text) {
 			t.Errorf("PID %d: the explanation lacks %q:\n%s", want.pid, want.text, f.Explanation)
 		}
-		if len(f.Fix) == 0 || f.Fix[0] != fmt.Sprint("kill ", want.pid) {
+		switch {
+		case want.code == diagnose.CodeLeftoverProcess && (len(f.Fix) == 0 || f.Fix[0] != fmt.Sprint("kill ", want.pid)):
 			t.Errorf("PID %d: fix %q, want kill %d first", want.pid, f.Fix, want.pid)
+		case want.code == diagnose.CodeGPUOutsideAllocation && (f.Severity != "warning" || !strings.Contains(f.Explanation, "ConstrainDevices=no")):
+			t.Errorf("PID %d: want a warning saying devices are not constrained (ConstrainDevices=no): %s: %s", want.pid, f.Severity, f.Explanation)
 		}
+	}
+	for _, pid := range []int{wrong, wide} {
+		if slices.ContainsFunc(r.jsonFindings, func(f jsonFinding) bool {
+			return f.Code == diagnose.CodeLeftoverProcess && slices.Contains(f.PIDs, pid)
+		}) {
+			t.Errorf("PID %d of a running job on a GPU it was not allocated is called a leftover:\n%s", pid, r.findingsForDebug)
+		}
+	}
+}
+
+// TestSlurmWithoutGRES: on a real cluster that does not manage GPUs as GRES (no GresTypes, no
+// Gres on the nodes: common on small clusters), Slurm allocates no GPUs, every job's record
+// says "GRES=" and any job may use any GPU. Running jobs' processes on GPUs are healthy work:
+// no leftover, no gpu-outside-allocation, no word of allocation in any report or metric,
+// and the busy finding says GPUs are not GRES here.
+func TestSlurmWithoutGRES(t *testing.T) {
+	s := newStage(t)
+	c := slurmtest.Start(t, slurmtest.Config{})
+	t.Setenv("SLURM_CONF", c.Conf)
+	s.gpuSet([]int64{81559, 81559, 81559, 81559})
+	// slurmHolder asks for --gres=gpu:N; a cluster without GRES refuses that: plain sbatch.
+	holder := func(node string) (string, int) {
+		file := filepath.Join(t.TempDir(), "pid")
+		id := c.Sbatch(t, "-w", node, "-o", "/dev/null", "-J", "train", "--wrap", "echo $$ > "+file+"; exec sleep 300")
+		var pid int
+		c.WaitFor(t, "job "+id+"'s GPU holder", 30*time.Second, func() bool {
+			b, _ := os.ReadFile(file)
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+			return pid > 0
+		})
+		return id, pid
+	}
+	job2, on2 := holder("node2")
+	job3, on3 := holder("node3")
+	s.hold(on2, 0, 30_000)
+	s.hold(on2, 1, 30_000)
+	s.hold(on3, 3, 20_000)
+	r := s.run()
+
+	for _, gp := range r.res.Processes {
+		if want := map[int]string{on2: job2, on3: job3}[gp.PID]; want != "" && gp.SlurmJob != want {
+			t.Errorf("PID %d is attributed to Slurm job %q, want %q", gp.PID, gp.SlurmJob, want)
+		}
+	}
+	for _, n := range r.snap.SlurmNodes {
+		if n.GPUGres == nil || *n.GPUGres {
+			t.Errorf("node %s: GPU GRES %v, want false (Gres %q)", n.Name, n.GPUGres, n.Gres)
+		}
+	}
+	innocent := scenario.Innocents{PIDs: []int{on2, on3}, Commands: []*regexp.Regexp{regexp.MustCompile(`scancel|kill`)}}
+	if blamed := innocent.Blamed(r.blamingUnits...); len(blamed) > 0 {
+		t.Errorf("a running job's process on a cluster without GPU GRES is blamed:\n%s\n%s", strings.Join(blamed, "\n"), r.findingsForDebug)
+	}
+	for _, f := range r.jsonFindings {
+		if f.Code == diagnose.CodeLeftoverProcess || f.Code == diagnose.CodeGPUOutsideAllocation {
+			t.Errorf("%s on a cluster without GPU GRES:\n%s", f.Code, r.findingsForDebug)
+		}
+	}
+	var prom strings.Builder
+	if err := report.Prometheus(&prom, []report.Host{{Name: "staged", Snapshot: r.snap, Result: r.res}}, report.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{r.text, r.verbose, r.md, r.json} {
+		if strings.Contains(out, "not allocated") || strings.Contains(out, "gpu-outside-allocation") || strings.Contains(out, "leftover-process") {
+			t.Errorf("a report speaks of allocation or leftovers:\n%s", out)
+		}
+	}
+	for _, l := range strings.Split(prom.String(), "\n") {
+		if strings.HasPrefix(l, "gputriage_gpu_memory_leftover_bytes{") && !strings.HasSuffix(l, " 0") ||
+			strings.HasPrefix(l, "gputriage_finding{") && (strings.Contains(l, `code="leftover-process"`) || strings.Contains(l, `code="gpu-outside-allocation"`)) {
+			t.Errorf("a leftover or work outside its allocation exported: %s", l)
+		}
+	}
+	if !strings.Contains(r.verbose, "Slurm: GPUs are not configured as GRES on node node2") {
+		t.Errorf("the busy job's evidence does not say GPUs are not GRES here:\n%s", r.verbose)
 	}
 }
 
@@ -125,7 +204,9 @@ func killPID(pid int) error {
 
 // TestSlurmStepdAncestorNamesTheJob: where process tracking leaves no cgroup trace
 // (proctrack/linuxproc), a job's GPU holder is tied to its job by its real slurmstepd
-// ancestor: attributed and healthy on its own GPU, named on one its job was not allocated.
+// ancestor: attributed and healthy on its own GPU, named on one its job was not allocated
+// (gpu-outside-allocation: the probe learns the node's GRES from the -N of this machine's
+// slurmd, the cgroups naming no node).
 func TestSlurmStepdAncestorNamesTheJob(t *testing.T) {
 	s := newStage(t)
 	c := slurmtest.Start(t, slurmtest.Config{GPUs: 2, Conf: []string{"ProctrackType=proctrack/linuxproc"}})
@@ -156,10 +237,10 @@ func TestSlurmStepdAncestorNamesTheJob(t *testing.T) {
 	}
 	want := fmt.Sprintf("Slurm job %s of root (RUNNING) was not allocated GPU 1 on node node3, yet its PID %d holds memory there", wrongJob, wrong)
 	i := slices.IndexFunc(r.jsonFindings, func(f jsonFinding) bool {
-		return f.Code == diagnose.CodeLeftoverProcess && slices.Contains(f.PIDs, wrong) && strings.Contains(f.Explanation, want)
+		return f.Code == diagnose.CodeGPUOutsideAllocation && slices.Contains(f.PIDs, wrong) && strings.Contains(f.Explanation, want)
 	})
 	if i < 0 {
-		t.Errorf("no leftover-process finding saying %q:\n%s", want, r.findingsForDebug)
+		t.Errorf("no gpu-outside-allocation finding saying %q:\n%s", want, r.findingsForDebug)
 	}
 }
 
