@@ -29,6 +29,10 @@ type NodeScope struct {
 	// RequireFree: every GPU in GPUs must be free, whoever holds it: the job that had it has
 	// ended (epilog), or the job that gets it has not started (prolog).
 	RequireFree bool
+	// Unconstrained: a running job's process on GPUs it was not allocated
+	// (gpu-outside-allocation) is a problem too. Without it, that is a note (NodeNotes): the
+	// job runs, and the node is fine for the jobs Slurm gives it.
+	Unconstrained bool
 }
 
 // NodeProblem is one reason a node is not fit for work, with the typed facts a drain reason
@@ -55,7 +59,7 @@ func CheckNode(r Result, scope NodeScope) []NodeProblem {
 	var out []NodeProblem
 	named := map[int]bool{}
 	for _, f := range r.Findings {
-		if f.Severity < Warning || !scope.concerns(f) {
+		if f.Severity < Warning || !scope.concerns(f) || scope.isNote(f) {
 			continue
 		}
 		p := NodeProblem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs, GPU: -1}
@@ -82,6 +86,26 @@ func CheckNode(r Result, scope NodeScope) []NodeProblem {
 	}
 	slices.SortStableFunc(out, func(a, b NodeProblem) int { return int(b.Severity - a.Severity) })
 	return out
+}
+
+// NodeNotes are the findings CheckNode leaves out as no problem of the node's (isNote), for a
+// node check to print: gpu-outside-allocation without Unconstrained.
+func NodeNotes(r Result, scope NodeScope) []NodeProblem {
+	var out []NodeProblem
+	for _, f := range r.Findings {
+		if f.Severity >= Warning && scope.concerns(f) && scope.isNote(f) {
+			p := NodeProblem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs}
+			p.culprit(r, f.PIDs[0], f.GPUs)
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// isNote reports whether a finding is left out of a node's problems: a running job's use of
+// GPUs it was not allocated, unless the scope counts it.
+func (sc NodeScope) isNote(f Finding) bool {
+	return f.Code == CodeGPUOutsideAllocation && !sc.Unconstrained && len(f.PIDs) > 0
 }
 
 // concerns reports whether a finding is about the scope. For a job's GPUs, a memory

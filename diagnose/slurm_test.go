@@ -309,3 +309,31 @@ func TestSlurmOutsideAllocation(t *testing.T) {
 		}
 	}
 }
+
+// A node check counts gpu-outside-allocation as a problem (and so drains for it) only when
+// told to; otherwise it is a note. In a Prolog or Epilog, a GPU of the job that such a
+// process holds is still not free.
+func TestNodeCheckOutsideAllocation(t *testing.T) {
+	res := Diagnose(slurmHost(3, runningJob("node2", 0, 1)), refTime)
+	if p := CheckNode(res, NodeScope{}); len(p) != 0 {
+		t.Errorf("problems without Unconstrained: %+v", p)
+	}
+	notes := NodeNotes(res, NodeScope{})
+	if len(notes) != 1 || notes[0].Code != CodeGPUOutsideAllocation || notes[0].PID != 20629 || notes[0].Job != "4242" {
+		t.Errorf("notes %+v", notes)
+	}
+	p := CheckNode(res, NodeScope{Unconstrained: true})
+	if len(p) != 1 || len(NodeNotes(res, NodeScope{Unconstrained: true})) != 0 {
+		t.Fatalf("with Unconstrained: problems %+v", p)
+	}
+	if r, want := DrainReason(p), "gputriage: gpu-outside-allocation (train.py) PID 20629 56320 MiB GPU 3 job 4242"; r != want {
+		t.Errorf("drain reason %q, want %q", r, want)
+	}
+	prolog := CheckNode(res, NodeScope{GPUs: []int{3}, RequireFree: true})
+	if len(prolog) != 1 || prolog[0].Code != CodeGPUNotFree || prolog[0].PID != 20629 {
+		t.Errorf("prolog of a job given GPU 3: %+v", prolog)
+	}
+	if p := CheckNode(res, NodeScope{GPUs: []int{2}, RequireFree: true}); len(p) != 0 {
+		t.Errorf("prolog of a job given GPU 2: %+v", p)
+	}
+}

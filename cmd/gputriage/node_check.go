@@ -20,7 +20,7 @@ const nodeCheckUsage = `gputriage node-check: judge this node's GPUs for Slurm, 
 HealthCheckProgram, Prolog or Epilog (see docs/slurm.md). One line per problem.
 
 Usage:
-  gputriage node-check [--drain] [--resume] [flags]
+  gputriage node-check [--drain] [--resume] [--drain-unconstrained] [flags]
 
 As the health check it judges the whole node. As a Prolog or Epilog (Slurm sets
 SLURM_SCRIPT_CONTEXT) it judges only the GPUs of the job (SLURM_JOB_GPUS, else
@@ -29,6 +29,10 @@ still holds memory on, the Epilog names what the ended job left on them. A
 Prolog or Epilog of a job without GPUs checks nothing. An idle node is judged
 at once from nvidia-smi, /proc and /dev/shm (the idle gate); any other node is
 probed, as gputriage --local probes it.
+
+A running job's process on GPUs Slurm did not allocate to it (gpu-outside-
+allocation: GPU GRES with devices not constrained) is printed as a note and
+is no problem of the node's, unless --drain-unconstrained makes it one.
 
 Flags:
 `
@@ -44,6 +48,7 @@ Exit status:
 // nodeCheckOptions are node-check's flags.
 type nodeCheckOptions struct {
 	drain, resume bool
+	unconstrained bool
 	fullProbe     bool
 	verbose       bool
 	node          string
@@ -53,6 +58,7 @@ type nodeCheckOptions struct {
 func (o *nodeCheckOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.drain, "drain", false, `when there are problems, drain the node: scontrol update state=drain reason="gputriage: ..."`)
 	fs.BoolVar(&o.resume, "resume", false, "when the node is clean and drained by gputriage (its reason starts with gputriage:), resume it; never a node drained for another reason")
+	fs.BoolVar(&o.unconstrained, "drain-unconstrained", false, "count a running job's process on GPUs Slurm did not allocate to it (gpu-outside-allocation) as a problem, which --drain drains for; by default it is a note")
 	fs.StringVar(&o.node, "node", "", "the Slurm node `NAME` to drain or resume (default $SLURMD_NODENAME, else the short host name)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "the `DURATION` the probe gets (each nvidia-smi call: 40% of it); the idle gate's time comes out of it, leaving the probe at least half")
 	fs.BoolVar(&o.fullProbe, "full-probe", false, "always run the probe: skip the idle gate, which answers clean at once when it proves the node idle")
@@ -93,12 +99,16 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if job && e.getenv("SLURM_JOB_GPUS") == "" && e.getenv("CUDA_VISIBLE_DEVICES") == "" {
 		return exitOK, nil // a job without GPUs: nothing of gputriage's to check
 	}
-	problems, code, err := nc.judge(ctx, e, job)
+	problems, notes, code, err := nc.judge(ctx, e, job)
 	if code != exitOK || err != nil {
 		return code, err
 	}
 	for _, p := range problems {
 		fmt.Fprintf(e.stdout, "gputriage: %s: %s\n", report.Sanitize(p.Code), report.Sanitize(report.MaskSecrets(p.Title)))
+	}
+	for _, p := range notes {
+		fmt.Fprintf(e.stdout, "gputriage: note: %s: %s (not a problem of the node's without --drain-unconstrained)\n",
+			report.Sanitize(p.Code), report.Sanitize(report.MaskSecrets(p.Title)))
 	}
 	switch {
 	case len(problems) > 0 && nc.drain:
@@ -119,7 +129,7 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 // judge looks at this node and returns its problems: none at once when the idle gate proves
 // the node clean, else those CheckNode finds on the probe. A failed probe, or a job's GPU
 // list that is not one, is an exit code other than exitOK, with nothing judged.
-func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) ([]diagnose.NodeProblem, int, error) {
+func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problems, notes []diagnose.NodeProblem, code int, err error) {
 	scope := diagnose.IdleScope{Job: job, SlurmGPUs: e.getenv("SLURM_JOB_GPUS"), CUDAVisible: e.getenv("CUDA_VISIBLE_DEVICES")}
 	timeout := nc.timeout
 	if !nc.fullProbe {
@@ -128,7 +138,7 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) ([]diagn
 		took := time.Since(start).Round(time.Millisecond)
 		if len(doubts) == 0 {
 			nc.debugf(e, "idle gate: clean in %s, without the probe: no compute app, no GPU memory in use, only driver helpers on the GPUs' devices, no deleted /dev/shm file held, /dev/shm neither full nor holding 64 MiB", took)
-			return nil, exitOK, nil
+			return nil, nil, exitOK, nil
 		}
 		nc.debugf(e, "idle gate: not proven idle in %s (%s): running the probe", took, report.MaskSecrets(doubts[0].String()))
 		// The gate's time comes out of the probe's, which keeps at least half of it.
@@ -138,17 +148,17 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) ([]diagn
 	if h.Err != nil {
 		fmt.Fprintf(e.stdout, "gputriage: node-check: the probe failed (%s: %s): %s\n",
 			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
-		return nil, exitHostsFailed, nil
+		return nil, nil, exitHostsFailed, nil
 	}
-	ns := diagnose.NodeScope{}
+	ns := diagnose.NodeScope{Unconstrained: nc.unconstrained}
 	if job {
 		gpus, missing, err := diagnose.JobGPUs(h.Snapshot, scope.SlurmGPUs, scope.CUDAVisible)
 		if err != nil {
-			return nil, exitUsage, usagef("node-check: %v", err)
+			return nil, nil, exitUsage, usagef("node-check: %v", err)
 		}
-		ns = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true}
+		ns = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true, Unconstrained: nc.unconstrained}
 	}
-	return diagnose.CheckNode(h.Result, ns), exitOK, nil
+	return diagnose.CheckNode(h.Result, ns), diagnose.NodeNotes(h.Result, ns), exitOK, nil
 }
 
 // debugf says on stderr, under -v, what node-check did: which path ran and why.
