@@ -93,7 +93,9 @@ const idleShmFileBytes = staleSegmentMinBytes
 //   - leftover-process wants a GPU process that is not a driver helper: one that nvidia-smi
 //     lists (the gate wants no compute app at all) or one holding /dev/nvidiaN open (the gate
 //     wants every such holder to be a driver helper, named as diagnose names them). Its
-//     Slurm reasons (job-ended, gpu-not-allocated) are reasons of such a process too.
+//     Slurm reason (job-ended) is a reason of such a process too.
+//   - gpu-outside-allocation wants a process with GPU memory, which only the app list gives:
+//     the gate wants no compute app at all.
 //   - shm-deleted-mapped wants a process that maps or holds open a deleted /dev/shm file:
 //     the gate wants none in any process's fds or maps, in whatever mount namespace.
 //   - shm-stale wants an unheld entry of at least 64 MiB (1 GiB for most): the gate wants
