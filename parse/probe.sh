@@ -578,25 +578,34 @@ done
 for _l in $(printf '%s\n' "$ANC" | awk 'NF == 4 && $4 ~ /^[0-9]+\./ { split($4, f, "."); print f[1] }'); do addjob "$_l"; done
 
 # slurmdnodes: without a node named by a cgroup, the nodes this host's slurmd serve: the
-# "-N NAME" of each process of uid 0 named slurmd (only root can make one; its command line is
-# read NUL-separated, at most 256 bytes), else the short host name, as slurmd takes it.
-slurmdnodes() {
-	for _d in /proc/[0-9]*; do
-		[ "$_nn" -lt 16 ] || break
-		_c= _u=
-		read -r _c <"$_d/comm" 2>/dev/null || continue
-		[ "$_c" = slurmd ] || continue
-		while read -r _k _v _rest; do case $_k in Uid:) _u=$_v ;; esac; done <"$_d/status" 2>/dev/null
-		[ "$_u" = 0 ] || continue
-		for _n in $(head -c 256 "$_d/cmdline" 2>/dev/null | tr '\000' '\n' | awk 'p { print; p = 0 } $0 == "-N" { p = 1 } /^-N./ { print substr($0, 3) }'); do
-			addnode "$_n"
+# "-N NAME" of each process of uid 0 named slurmd (its command line read NUL-separated, at
+# most 256 bytes, a name cut there dropped), and the short host name, as slurmd takes it when
+# it has no -N. Any user can name a process slurmd, and make it look root's (a non-dumpable
+# process's /proc entry is root's, not its status): such a name only adds a question, never
+# hides the host's own. The scan has 5 s: a command line is read under the process's memory
+# lock, which its owner can hold.
+SLURMD_SCRIPT='
+for d in /proc/[0-9]*; do
+	c= u=
+	read -r c <"$d/comm" 2>/dev/null || continue
+	[ "$c" = slurmd ] || continue
+	while read -r k v rest; do case $k in Uid:) u=$v ;; esac; done <"$d/status" 2>/dev/null
+	[ "$u" = 0 ] || continue
+	head -c 256 "$d/cmdline" 2>/dev/null | tr "\000" "\n" | {
+		p=
+		while IFS= read -r a; do
+			[ -z "$p" ] || echo "$a"
+			p=
+			case $a in -N) p=1 ;; -N?*) echo "${a#-N}" ;; esac
 		done
-	done
-	if [ -z "${NODES# }" ]; then
-		_h=
-		read -r _h </proc/sys/kernel/hostname 2>/dev/null
-		addnode "${_h%%.*}"
-	fi
+	}
+done
+'
+slurmdnodes() {
+	for _n in $(t 5 sh -c "$SLURMD_SCRIPT" 2>/dev/null | head -c 4096); do addnode "$_n"; done
+	_h=
+	read -r _h </proc/sys/kernel/hostname 2>/dev/null
+	addnode "${_h%%.*}"
 }
 
 # askslurm HEAD LIMIT ARG...: "HEAD RC BASE64", BASE64 the encoded output of scontrol ARG...

@@ -95,6 +95,8 @@ func (c *Cluster) writeFiles(cfg Config) error {
 				return fmt.Errorf("mknod: %w", err)
 			}
 		}
+		// No NVML here, and none wanted: the devices are the files above, in order.
+		gres.WriteString("AutoDetect=off\n")
 		fmt.Fprintf(&gres, "NodeName=node[1-%d] Name=gpu File=%s\n", len(c.nodes), c.path(fmt.Sprintf("dev/nvidia[0-%d]", cfg.GPUs-1)))
 		if err := os.WriteFile(c.path("gres.conf"), []byte(gres.String()), 0o644); err != nil {
 			return err

@@ -29,9 +29,10 @@ type Config struct {
 	// Conf are slurm.conf lines added to the defaults; a line whose key a default line has
 	// (KillWait=1, ProctrackType=...) replaces that default instead.
 	Conf []string
-	// GPUs, when positive, gives every node that many GPUs as GRES (GresTypes=gpu, Gres=gpu:N),
-	// backed by character devices DIR/dev/nvidia0.. so that Slurm hands jobs SLURM_JOB_GPUS and
-	// CUDA_VISIBLE_DEVICES, and their prologs and epilogs SLURM_JOB_GPUS.
+	// GPUs, when positive, gives every node that many GPUs as GRES (GresTypes=gpu, Gres=gpu:N;
+	// gres.conf AutoDetect=off), backed by character devices DIR/dev/nvidia0.. so that Slurm
+	// hands jobs SLURM_JOB_GPUS and CUDA_VISIBLE_DEVICES, and their prologs and epilogs
+	// SLURM_JOB_GPUS. The zero value is a cluster that does not manage GPUs as GRES.
 	GPUs int
 	// Env is added to the daemons' environment. slurmd does not pass it on: its
 	// HealthCheckProgram gets only SLURMD_NODENAME (no PATH, no SLURM_CONF), its Prolog and
