@@ -267,6 +267,8 @@ func TestSlurmOutsideAllocation(t *testing.T) {
 		{"Slurm's GRES unknown", bare(slurmHost(1, noJobGres)), none},
 		{"GRES on other nodes only", withGres(slurmHost(1, noJobGres), "gpu:4", "node1", "node3"), none},
 		{"a GPU of its own", slurmHost(0, runningJob("node2", 0, 1)), none},
+		// A share of a GPU (mps, shard): parse cannot tell which GPU.
+		{"GRES, a share of GPUs", slurmHost(3, func() parse.SlurmJob { j := runningJob("node2"); j.Alloc[0].GPUsKnown = false; return j }()), none},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -364,10 +364,15 @@ func slurmAllocs(region string) []SlurmAlloc {
 }
 
 // gresGPUs reads the gpu indexes of a GRES field: "gpu:2(IDX:0-1)", "gpu:a100:1(IDX:0),
-// gpu:v100:1(IDX:2)", "gpu:2(IDX:0,2),mps:100(0/100)"; "" holds none.
+// gpu:v100:1(IDX:2)"; "" holds none. A share of GPUs (mps, shard) is on GPUs this does not
+// read: the GPUs are then unknown.
 func gresGPUs(v string) ([]int, bool) {
 	var gpus []int
 	for _, item := range splitOutsideParens(v) {
+		name, _, _ := strings.Cut(item, ":")
+		if name == "mps" || name == "shard" {
+			return nil, false
+		}
 		if item != "gpu" && !strings.HasPrefix(item, "gpu:") {
 			continue
 		}

@@ -148,8 +148,9 @@ func TestGRESGPUs(t *testing.T) {
 	}{
 		{"gpu:2(IDX:0-1)", []int{0, 1}, true},
 		{"gpu:a100:1(IDX:0),gpu:v100:2(IDX:2-3)", []int{0, 2, 3}, true},
-		{"gpu:3(IDX:0,2,5),mps:100(0/100,0/100)", []int{0, 2, 5}, true},
-		{"mps:100(0/100)", nil, true},
+		{"gpu:3(IDX:0,2,5),mps:100(0/100,0/100)", nil, false},
+		{"shard:2(2/8,0/8)", nil, false},
+		{"mps:100(0/100)", nil, false},
 		{"", nil, true},
 		{"gpu:2", nil, false},
 		{"gpu:2(IDX:N/A)", nil, false},
