@@ -212,6 +212,15 @@ func FuzzSlurmJobs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		jobs, to, _, err := ParseSlurm(strings.NewReader(string(b)))
 		checkErr(t, err)
+		sec, _ := ParseSlurmSection(strings.NewReader(string(b)))
+		if len(sec.Nodes) > maxSlurmNodes {
+			t.Fatalf("%d nodes", len(sec.Nodes))
+		}
+		for _, n := range sec.Nodes {
+			if !isNodeName(n.Name) || (n.Ambiguous || n.NotFound || !n.Asked) && n.GPUGres != nil || len(n.Gres) > maxNodeGres {
+				t.Fatalf("bad node %+v", n)
+			}
+		}
 		for _, d := range []*time.Duration{to.KillWait, to.UnkillableStep} {
 			if d != nil && (*d < 0 || *d >= 1e9*time.Second) {
 				t.Fatalf("timeout %v", *d)
