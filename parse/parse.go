@@ -157,7 +157,7 @@ func (p *snapParser) run() {
 }
 
 // maxProbeProcs is how many processes the probe describes at most: the compute apps first,
-// then the holders of /dev/nvidia* and of deleted /dev/shm files, in /proc's order.
+// then the holders of /dev/nvidia*, then those of deleted /dev/shm files, in /proc's order.
 const maxProbeProcs = 2000
 
 // procsLeftOut notes the processes the probe left out at its bound: any user can start
