@@ -387,10 +387,19 @@ want { want = 0; v = $0 }
 !want && v == "" && $0 ~ (flags "$") { want = 1; next }
 v ~ /^\// && length(v) <= 4096 && n < 32 { n++; print v }
 { v = "" }'
+# spent T0 S: S seconds or more have passed since T0, a /proc/uptime reading (a builtin read of
+# the kernel's own line); never when either reading fails.
+spent() {
+	_now=
+	read -r _now _rest </proc/uptime 2>/dev/null
+	case ${1%.*} in '' | *[!0-9]*) return 1 ;; esac
+	case ${_now%.*} in '' | *[!0-9]*) return 1 ;; esac
+	[ $((${_now%.*} - ${1%.*})) -ge "$2" ]
+}
 # procscan: the GPU holders first (GPUP, at most 256), each in a shell of its own within 5 s: a
 # process whose description stalls (a model path on a hung mount) costs only its own budget, and
-# one cut by it ends in a field "cut". After two such cuts, the rest go with the others, in
-# one shell within 20 s. Their parents' PIDs are read first, from the kernel's PPid lines, as
+# one cut by it ends in a field "cut". After two such cuts or 30 s, the rest go with the others,
+# in one shell within 20 s. Their parents' PIDs are read first, from the kernel's PPid lines, as
 # the others' are when each is described. The shell's complaints (a process that exited) are
 # dropped: they would land inside fields.
 procscan() {
@@ -398,9 +407,10 @@ procscan() {
 	_pp=
 	# shellcheck disable=SC2046 # /proc/PID/status paths: digits and slashes
 	[ -z "$_first" ] || _pp=$(grep -s -h '^PPid:' $(printf '/proc/%s/status\n' $_first))
-	_done= _late=0
+	_done= _late=0 _t0=
+	read -r _t0 _rest </proc/uptime 2>/dev/null
 	for _p in $_first; do
-		[ "$_late" -lt 2 ] || break
+		[ "$_late" -lt 2 ] && ! spent "$_t0" 30 || break
 		t 5 sh -c "$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
 		case $? in 124 | 137) printf '\000cut\000' && _late=$((_late + 1)) ;; esac
 		_done="$_done $_p"
