@@ -33,3 +33,25 @@ func TestParseProcsCut(t *testing.T) {
 		t.Errorf("notes %+v", s.Notes)
 	}
 }
+
+// A GPU holder with more fds than the probe reads of it (exit status 3 of the fds section) is
+// noted as a cut, and the section is not complete: the holders of /dev/shm files are unknown.
+func TestParseFDsCapped(t *testing.T) {
+	raw := captureV2(
+		sec("host", 0, strings.Replace(hostRoot, "probe_version=1", "probe_version=2", 1), 0),
+		sec64("fds", "/proc/100/fd\t3\t/dev/nvidia0\x00denied 0", 3),
+	)
+	s, err := Parse([]byte(raw))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	complete := true
+	for _, sec := range s.Sections {
+		if sec.Name == "fds" {
+			complete = sec.Complete()
+		}
+	}
+	if !hasNote(s, NoteSectionTruncated, "more than 1024 descriptors") || complete || len(s.Holders) != 1 {
+		t.Errorf("notes %+v, complete %v, holders %+v", s.Notes, complete, s.Holders)
+	}
+}

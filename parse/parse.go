@@ -205,6 +205,8 @@ func (p *snapParser) envelopeNotes(sec *Section) {
 	switch {
 	case rc == 124 || rc == 137:
 		p.note(NoteSectionTimeout, "section %s was stopped by its time limit (exit status %d): its output is partial", sec.Name, rc)
+	case sec.Name == "fds" && rc == 3 && p.c.Version >= 2:
+		p.note(NoteSectionTruncated, "section fds: a GPU holder has more than 1024 descriptors on /dev/nvidia* or /dev/shm: the rest of them were not read")
 	case (sec.Name == "fds" || sec.Name == "shm-ls") && rc == 127 && p.c.Version >= 2:
 		p.note(NoteToolMissing, "find does not support -printf (not GNU find): section %s is empty", sec.Name)
 	case sec.Name == "units" && rc == 127:

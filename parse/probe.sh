@@ -214,21 +214,25 @@ HAVE_HEADZ=
 # then every other process: any user may open thousands of /dev/shm files with names of 4 KiB
 # and fill the section's bound, and a GPU holder's deleted-but-open weights must not be what
 # is cut. find's complaints are only counted: they would land inside records. A find stopped
-# by its time bound is the section's exit status 124.
+# by its time bound is the section's exit status 124; a GPU holder with more than 1024 such
+# fds (the rest of its are not read), 3.
 FDFIND='-mindepth 1 -maxdepth 1 ( -lname /dev/nvidia* -o -lname /dev/shm/* ) -printf %h\t%f\t%l\0'
+FDCOUNT='-mindepth 1 -maxdepth 1 ( -lname /dev/nvidia* -o -lname /dev/shm/* ) -printf .'
 fdscan() {
 	{ {
 		set -f
 		for _p in $FDGPU; do
-			# shellcheck disable=SC2086 # FDFIND: find's own words, no glob (set -f)
+			# shellcheck disable=SC2086 # FDFIND, FDCOUNT: find's own words, no glob (set -f)
 			t 2 find "/proc/$_p/fd" $FDFIND | head -z -n 1024
+			_n=$(t 2 find "/proc/$_p/fd" $FDCOUNT 2>/dev/null | head -c 1025 | wc -c)
+			[ "${_n:-0}" -le 1024 ] || echo "gputriage-capped" >&2
 		done
 		# shellcheck disable=SC2046,SC2086 # /proc/PID/fd paths: digits and slashes
 		t 20 find $(fdrest) $FDFIND
 		echo "gputriage-rc $?" >&2
 		set +f
-	} 2>&1 >&3 3>&- | awk '/Permission denied/ { d++ } /^gputriage-rc (124|137)$/ { late = 1 }
-	END { printf "denied %d\n", d; if (late) exit 124 }' 3>&-; } 3>&1
+	} 2>&1 >&3 3>&- | awk '/Permission denied/ { d++ } /^gputriage-rc (124|137)$/ { late = 1 } /^gputriage-capped$/ { capped = 1 }
+	END { printf "denied %d\n", d; if (late) exit 124; if (capped) exit 3 }' 3>&-; } 3>&1
 }
 # fdrest: the fd directories of every process but those read first.
 fdrest() {

@@ -87,3 +87,33 @@ func TestBlindFDFlood(t *testing.T) {
 		t.Errorf("the leftover's evidence does not name its deleted weights %s:\n%s", dir, r.verbose)
 	}
 }
+
+// TestBlindHolderFDCapKeepsFilesHeld: a GPU holder's fds are read first up to 1024 of them; one
+// holding more (here 1,100 of a small file, then its model) has the rest unread, and a file
+// only those hold would look held by nobody. The section then says it was capped, and no report
+// suggests removing the live model.
+func TestBlindHolderFDCapKeepsFilesHeld(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559})
+	small := fmt.Sprintf("/dev/shm/%s-small", s.id)
+	dir := fmt.Sprintf("/dev/shm/%s-model", s.id)
+	t.Cleanup(func() { os.Remove(small); os.RemoveAll(dir) })
+	holder := shmBox{}.start(t, 0, fmt.Sprintf(`import os, time
+fds = [os.open(%q, os.O_CREAT | os.O_RDWR, 0o644) for _ in range(1100)]
+os.makedirs(%q, exist_ok=True)
+big = os.open(os.path.join(%q, "model-00001-of-00001.safetensors"), os.O_CREAT | os.O_RDWR, 0o644)
+os.ftruncate(big, 2 << 30)
+print("ready", os.getpid(), flush=True)
+time.sleep(100000)`, small, dir, dir))
+	s.hold(holder, 0, 30_000)
+	r := s.run()
+	noTamper(t, r.snap)
+	if !strings.Contains(r.verbose, "more than 1024 descriptors") {
+		t.Errorf("the cap on the holder's fds is not said:\n%s", r.verbose)
+	}
+	for _, out := range []string{r.text, r.verbose, r.md, r.json} {
+		if strings.Contains(out, "rm -rf -- "+dir) || strings.Contains(out, "rm -rf -- '"+dir) {
+			t.Fatalf("a report suggests removing the holder's live model %s:\n%s", dir, out)
+		}
+	}
+}
