@@ -42,6 +42,9 @@ const (
 	ReasonNoTimeout        ReasonCode = "no-timeout"        // the host has no timeout(1)
 	ReasonPIDUnreadable    ReasonCode = "pid-unreadable"    // nvidia-smi lists PID, /proc/PID could not be read
 	ReasonPIDExited        ReasonCode = "pid-exited"        // PID exited while the probe ran
+	// PID holds a GPU (nvidia-smi lists it, or it holds a GPU's device) and was left
+	// undescribed by a procs section that was cut or stopped by a time limit (Detail: how).
+	ReasonHolderUndescribed ReasonCode = "holder-undescribed"
 )
 
 // Reason is one piece of evidence behind a finding, with the data its words are made of.

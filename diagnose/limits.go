@@ -101,10 +101,13 @@ func (h *host) viewLimits() []Reason {
 	if real && !s.Host.HasTimeout && !slices.ContainsFunc(s.Notes, func(n parse.Note) bool { return strings.Contains(n.Message, "timeout") }) {
 		rs = append(rs, Reason{Code: ReasonNoTimeout})
 	}
+	cut := h.procsCut()
 	for i := range h.procs {
 		gp := &h.procs[i]
 		p := h.procByPID[gp.PID]
 		switch {
+		case p == nil && cut != "" && (gp.Listed || len(gp.GPUs) > 0):
+			rs = append(rs, Reason{Code: ReasonHolderUndescribed, PID: gp.PID, Detail: cut, Strong: true})
 		case p == nil && gp.Listed:
 			rs = append(rs, Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
 		case p != nil && p.Gone:
@@ -112,4 +115,28 @@ func (h *host) viewLimits() []Reason {
 		}
 	}
 	return rs
+}
+
+// procsCut says how the procs section was left incomplete ("" when it was not): a GPU holder it
+// did not describe may then be one it never reached, whatever it holds, not one that exited. A
+// capture cut whole is a strong limit of its own (capture-truncated).
+func (h *host) procsCut() string {
+	s := h.s
+	if len(s.ProcsCut) > 0 {
+		return "a GPU holder's description was stopped by its own time limit"
+	}
+	for _, sec := range s.Sections {
+		if sec.Name == "procs" && !sec.Complete() {
+			if sec.Truncated {
+				return "the procs section was cut at its limit"
+			}
+			return "the procs section was stopped by its time limit or failed"
+		}
+	}
+	for _, n := range s.Notes {
+		if n.Code == parse.NoteSectionTruncated && strings.HasPrefix(n.Message, "section procs ") {
+			return "the procs section reached its bound on processes"
+		}
+	}
+	return ""
 }

@@ -38,6 +38,8 @@ func limitLine(r Reason) string {
 		return fmt.Sprintf("PID %d is listed by nvidia-smi but the probe could not read /proc/%d (another PID namespace, hidden, or exited)", r.PID, r.PID)
 	case ReasonPIDExited:
 		return fmt.Sprintf("PID %d exited while the probe ran", r.PID)
+	case ReasonHolderUndescribed:
+		return fmt.Sprintf("PID %d holds a GPU but the probe did not describe it (%s): it was not checked", r.PID, r.Detail)
 	}
 	return string(r.Code)
 }
@@ -53,8 +55,10 @@ func limitWhy(r Reason) (rank int, why string) {
 		return 2, "the capture was cut short, so findings may be missing"
 	case r.Code == ReasonAppsUnknown:
 		return 3, "nvidia-smi did not list compute processes, so leftovers and ghost memory could not be checked"
+	case r.Code == ReasonHolderUndescribed:
+		return 4, "processes holding GPUs were left undescribed when the probe's process scan was cut, so any of them may be a leftover"
 	}
-	return 4, string(r.Code)
+	return 5, string(r.Code)
 }
 
 // probeLimitedWords composes a probe-limited finding's words from its limits.
@@ -86,7 +90,7 @@ func (h *host) probeLimitedWords(f *Finding) {
 	f.Explanation = "These are limits of what the probe saw, not problems of the host. Findings above rest only on what it could see."
 	if len(whys) > 0 {
 		var why []string
-		for rank := range 5 {
+		for rank := range 6 {
 			if w, ok := whys[rank]; ok {
 				why = append(why, w)
 			}

@@ -157,7 +157,7 @@ func (p *snapParser) run() {
 }
 
 // maxProbeProcs is how many processes the probe describes at most: the compute apps first,
-// then the holders of /dev/nvidia* and of deleted /dev/shm files, in /proc's order.
+// then the holders of /dev/nvidia*, then those of deleted /dev/shm files, in /proc's order.
 const maxProbeProcs = 2000
 
 // procsLeftOut notes the processes the probe left out at its bound: any user can start
@@ -205,6 +205,8 @@ func (p *snapParser) envelopeNotes(sec *Section) {
 	switch {
 	case rc == 124 || rc == 137:
 		p.note(NoteSectionTimeout, "section %s was stopped by its time limit (exit status %d): its output is partial", sec.Name, rc)
+	case sec.Name == "fds" && rc == 3 && p.c.Version >= 2:
+		p.note(NoteSectionTruncated, "section fds: a GPU holder has more than 1024 descriptors on /dev/nvidia* or /dev/shm: the rest of them were not read")
 	case (sec.Name == "fds" || sec.Name == "shm-ls") && rc == 127 && p.c.Version >= 2:
 		p.note(NoteToolMissing, "find does not support -printf (not GNU find): section %s is empty", sec.Name)
 	case sec.Name == "units" && rc == 127:

@@ -204,13 +204,51 @@ fi
 HAVE_PRINTF=
 find /dev/null -maxdepth 0 -printf '' >/dev/null 2>&1 && HAVE_PRINTF=1
 
+# GNU head's -z counts NUL-terminated records: it caps each GPU holder's fds at a record's end.
+HAVE_HEADZ=
+[ -n "$HAVE_PRINTF" ] && head -z -n 1 </dev/null >/dev/null 2>&1 && HAVE_HEADZ=1
+
 # Every fd open on /dev/nvidia* or /dev/shm/*: "/proc/PID/fd<TAB>FD<TAB>TARGET<NUL>", then
-# "denied N": fd directories that could not be read. find's complaints are only counted: they
-# would land inside records. The time bound is on find (awk ends with its input).
+# "denied N": fd directories that could not be read. The GPU holders come first (nvidia-smi's
+# compute apps, then the holders of /dev/nvidia*; at most 64, at most 1024 fds and 2 s each),
+# then every other process: any user may open thousands of /dev/shm files with names of 4 KiB
+# and fill the section's bound, and a GPU holder's deleted-but-open weights must not be what
+# is cut. find's complaints are only counted: they would land inside records. A find stopped
+# by its time bound is the section's exit status 124; a GPU holder with more than 1024 such
+# fds (the rest of its are not read), 3.
+FDFIND='-mindepth 1 -maxdepth 1 ( -lname /dev/nvidia* -o -lname /dev/shm/* ) -printf %h\t%f\t%l\0'
+FDCOUNT='-mindepth 1 -maxdepth 1 ( -lname /dev/nvidia* -o -lname /dev/shm/* ) -printf .'
 fdscan() {
-	{ t 20 find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 \( -lname '/dev/nvidia*' -o -lname '/dev/shm/*' \) \
-		-printf '%h\t%f\t%l\0' 2>&1 >&3 3>&- | awk '/Permission denied/ { d++ } END { printf "denied %d\n", d }' 3>&-; } 3>&1
+	{ {
+		set -f
+		for _p in $FDGPU; do
+			# shellcheck disable=SC2086 # FDFIND, FDCOUNT: find's own words, no glob (set -f)
+			t 2 find "/proc/$_p/fd" $FDFIND | head -z -n 1024
+			_n=$(t 2 find "/proc/$_p/fd" $FDCOUNT 2>/dev/null | head -c 1025 | wc -c)
+			[ "${_n:-0}" -le 1024 ] || echo "gputriage-capped" >&2
+		done
+		# shellcheck disable=SC2046,SC2086 # /proc/PID/fd paths: digits and slashes
+		t 20 find $(fdrest) $FDFIND
+		echo "gputriage-rc $?" >&2
+		set +f
+	} 2>&1 >&3 3>&- | awk '/Permission denied/ { d++ } /^gputriage-rc (124|137)$/ { late = 1 } /^gputriage-capped$/ { capped = 1 }
+	END { printf "denied %d\n", d; if (late) exit 124; if (capped) exit 3 }' 3>&-; } 3>&1
 }
+# fdrest: the fd directories of every process but those read first.
+fdrest() {
+	set +f
+	printf '%s\n' /proc/[0-9]*/fd | awk -v skip="$FDGPU" '
+	BEGIN { n = split(skip, a, " "); for (i = 1; i <= n; i++) s["/proc/" a[i] "/fd"] = 1 }
+	!($0 in s)'
+	set -f
+}
+FDGPU=
+if [ -n "$HAVE_HEADZ" ]; then
+	FDGPU=$({
+		printf '%s\n' "$APPS" | awk 'NR > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) print f[1] + 0 }'
+		t 10 find /proc/[0-9]*/fd -mindepth 1 -maxdepth 1 -lname '/dev/nvidia*' -printf '%h\n' 2>/dev/null | awk -F/ '{ print $3 }'
+	} | awk '/^[0-9]+$/ && !($0 in s) && n < 64 { s[$0] = 1; n++; print }')
+fi
 FDS=
 FDX=
 if [ -n "$HAVE_PRINTF" ]; then
@@ -226,12 +264,16 @@ fi
 # (nvidia-smi's apps, /dev/nvidia* holders; read again in the sweep, which the reader takes
 # once), at most 4096 lines each: any user can map one file tens of thousands of times and
 # fill the section's bound, and the deleted weights a leftover maps must not be what is cut.
-GPUMAPS=$(printf '%s\n@@next\n%s\n' "$APPS" "$FDX" | awk '
+# The GPU holders, in order: nvidia-smi's compute apps, then the holders of /dev/nvidia*; each
+# once, at most 2000. They are read first, each within a bound of its own, by the steps below.
+GPUP=$(printf '%s\n@@next\n%s\n' "$APPS" "$FDX" | awk '
 $0 == "@@next" { part++; line = 0; next }
 { line++; p = "" }
 part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
 part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/) { split(f[1], q, "/"); p = q[3] } }
-p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print "/proc/" p "/maps" }')
+p != "" && !(p in seen) && n < 2000 { seen[p] = 1; n++; print p }')
+GPUMAPS=
+for _p in $GPUP; do GPUMAPS="$GPUMAPS /proc/$_p/maps"; done
 mapscan() {
 	# shellcheck disable=SC2086 # /proc/PID/maps paths: digits and slashes
 	if [ -n "$GPUMAPS" ]; then t 10 grep -m 4096 -s -H -F ' /dev/shm/' $GPUMAPS 2>/dev/null; fi
@@ -259,67 +301,67 @@ shmfdstat() {
 }
 if [ -n "$SHMFDS" ]; then sec fdstat 1048576 0 shmfdstat; else nosec fdstat 1048576 0; fi
 
-# The PIDs worth describing: compute apps, /dev/nvidia* holders, holders of deleted shm files;
-# the first MAXPROCS distinct, in that order of preference. The procs step adds their parents
-# within the same bound.
+# The PIDs worth describing: the GPU holders (GPUP: compute apps, then /dev/nvidia* holders),
+# then the holders of deleted shm files; the first MAXPROCS distinct, in that order. The procs
+# step adds their parents within the same bound.
 MAXPROCS=2000
 PIDS=$(
-	printf '%s\n@@next\n%s\n@@next\n%s\n' "$APPS" "$FDX" "$MAPS" | awk -v max="$MAXPROCS" '
-	# No line of the three can be "@@next": the driver writes the app rows, and fd and maps
-	# lines start with /proc/.
-	$0 == "@@next" { part++; line = 0; next }
-	{ line++; p = "" }
-	part == 0 && line > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/) p = f[1] + 0 }
+	printf '%s\n@@next\n%s\n@@next\n%s\n' "$GPUP" "$FDX" "$MAPS" | awk -v max="$MAXPROCS" '
+	# No line of the three can be "@@next": GPUP is digits, and fd and maps lines start with
+	# /proc/.
+	$0 == "@@next" { part++; next }
+	{ p = "" }
+	part == 0 && /^[0-9]+$/ { p = $0 }
 	part == 1 && /^\/proc\/[0-9]+\/fd\t/ { split($0, f, "\t"); if (f[3] ~ /^\/dev\/nvidia/ || / \(deleted\)$/) { split(f[1], q, "/"); p = q[3] } }
 	part == 2 && /^\/proc\/[0-9]+\/maps:/ && / \(deleted\)$/ { split($1, q, "/"); p = q[3] }
-	p != "" && !(p in seen) && n < max { seen[p] = 1; n++; print p }' | sort -n
+	p != "" && !(p in seen) && n < max { seen[p] = 1; n++; print p }'
 )
 
 # One record per PID, each field NUL-terminated: "pid N", then "gone" or "stat ...", "status
 # KEY:\tVALUE", "cgroup LINE", "argv BASE64", "cwd PATH\n", "path exists|missing PATH", "end".
 # A field holds any byte but NUL, so nothing a process controls (comm in stat, cwd, argv) can
-# start a field or a record. Reads are shell builtins but for argv, cwd and the paths.
+# start a field or a record. Every file a process's user controls (cmdline, cgroup: its
+# names are the user's below a delegated cgroup) is bounded in bytes by head -c before any
+# line-oriented tool sees it, and nothing is read byte by byte in the shell: a command line of
+# 256 MiB in one line costs what 64 KiB costs.
 # Paths given to --model, --model-path and friends are checked for existence, since a deleted
 # model directory marks a leftover. They are looked up under /proc/PID/root, the process's own
 # root (a container's paths are not the host's), and left out when that root cannot be read.
-# Then, one level up, the parents (PPid) of those PIDs that are not among them and not 0 or 1,
-# while the records number fewer than MAXPROCS, each with the field "parent" after its pid: a
-# multiprocessing worker's own command line says only "spawn_main", its parent's says what
-# runs. The PPid values are the kernel's digits, checked again by awk, and only ever data.
+# The script's arguments: MAX PARENTS_AWK ARGPATHS_AWK DONE PPIDS PID...: DONE are the PIDs
+# already described, PPIDS their parents' PIDs, PID those to describe. Then, one level up, the
+# parents (PPid) of all those that are neither, nor 0 or 1, while the records number fewer
+# than MAX, each with the field "parent" after its pid: a multiprocessing worker's own command
+# line says only "spawn_main", its parent's says what runs. The PPid values are the kernel's
+# digits, checked again by awk, and only ever data.
 PROCS_SCRIPT='
-max=$1 pick=$2
-shift 2
-pp=
+max=$1 pick=$2 argpaths=$3 done=$4 pp=$5
+shift 5
+fields="/^(Name|State|PPid|Uid|NSpid|VmRSS|RssShmem):/ { print \"status \" \$0 } /^[0-9]+:/ { print \"cgroup \" \$0 }"
+# ppid STAT: add the PPid in STAT, the field after the state that follows the comm.
+ppid() {
+	r=${1##*") "}
+	r=${r#* }
+	pp="$pp ${r%% *}"
+}
 desc() {
 	d=/proc/$1
 	printf "pid %s\000" "$1"
 	if [ -n "$2" ]; then printf "parent\000"; fi
 	if [ ! -d "$d" ]; then printf "gone\000end\000"; return; fi
-	printf "stat "
-	while IFS= read -r l; do printf "%s\n" "$l"; done <"$d/stat"
-	printf "\000"
-	while IFS= read -r l; do
-		case $l in
-		PPid:*) printf "status %s\000" "$l"; pp="$pp ${l#PPid:}" ;;
-		Name:* | State:* | Uid:* | NSpid:* | VmRSS:* | RssShmem:*) printf "status %s\000" "$l" ;;
-		esac
-	done <"$d/status"
-	while IFS= read -r l; do printf "cgroup %s\000" "$l"; done <"$d/cgroup"
+	s=$(head -c 4096 "$d/stat")
+	printf "stat %s\n\000" "$s"
+	ppid "$s"
+	# status lines start with a key, cgroup lines with the hierarchy number.
+	{ head -c 65536 "$d/status"; head -c 65536 "$d/cgroup"; } | awk "$fields" | tr "\n" "\000"
 	printf "argv "
 	head -c 65537 "$d/cmdline" | base64
 	printf "\000cwd "
 	readlink "$d/cwd"
 	printf "\000"
-	want=
-	tr "\000" "\n" <"$d/cmdline" | head -n 4096 | while IFS= read -r a; do
-		if [ -n "$want" ]; then v=$a; want=; else
-			case $a in
-			--model=* | --model-path=* | --model_path=* | --model-name-or-path=* | --tokenizer=* | --tokenizer-path=* | --weights=* | --checkpoint=* | --ckpt=*) v=${a#*=} ;;
-			--model | --model-path | --model_path | --model-name-or-path | --tokenizer | --tokenizer-path | --weights | --checkpoint | --ckpt) want=1; continue ;;
-			*) continue ;;
-			esac
-		fi
-		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v"; fi ;; esac
+	a=$(head -c 65537 "$d/cmdline" | tr "\000" "\n")
+	case $a in *--model* | *--tokenizer* | *--weights* | *--checkpoint* | *--ckpt*) ;; *) a= ;; esac
+	[ -z "$a" ] || printf "%s\n" "$a" | awk "$argpaths" | while IFS= read -r v; do
+		if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v"; fi
 	done
 	printf "end\000"
 }
@@ -333,19 +375,63 @@ gone() {
 	return 1
 }
 for p in "$@"; do desc "$p" ""; done
-for p in $(printf "%s\n%s\n" "$*" "$pp" | awk -v room="$((max - $#))" "$pick"); do desc "$p" parent; done
+for p in $(printf "%s %s\n%s\n" "$done" "$*" "$pp" | awk -v room="$((max - $# - $(echo $done | wc -w)))" "$pick"); do desc "$p" parent; done
 '
 # The parents to describe, from a first line of the PIDs described and a second of their
 # parents' PIDs: each once, none of the first line, not 0 or 1, at most room of them.
 PARENTS_AWK='
 NR == 1 { for (i = 1; i <= NF; i++) seen[$i] = 1; next }
 { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/ && $i > 1 && !($i in seen) && n < room) { seen[$i] = 1; n++; print $i } }'
-# The shell's complaints (a process that exited) are dropped: they would land inside fields.
+# The absolute paths given to the model flags, one argument a line (a newline inside one
+# splits it: parse keeps only whole arguments), at most 32, none longer than PATH_MAX.
+ARGPATHS_AWK='
+BEGIN { flags = "^--(model|model-path|model_path|model-name-or-path|tokenizer|tokenizer-path|weights|checkpoint|ckpt)" }
+want { want = 0; v = $0 }
+!want && v == "" && $0 ~ (flags "=") { v = $0; sub(/^[^=]*=/, "", v) }
+!want && v == "" && $0 ~ (flags "$") { want = 1; next }
+v ~ /^\// && length(v) <= 4096 && n < 32 { n++; print v }
+{ v = "" }'
+# spent T0 S: S seconds or more have passed since T0, a /proc/uptime reading (a builtin read of
+# the kernel's own line); never when either reading fails.
+spent() {
+	_now=
+	read -r _now _rest </proc/uptime 2>/dev/null
+	case ${1%.*} in '' | *[!0-9]*) return 1 ;; esac
+	case ${_now%.*} in '' | *[!0-9]*) return 1 ;; esac
+	[ $((${_now%.*} - ${1%.*})) -ge "$2" ]
+}
+# procscan: the GPU holders first (GPUP, at most 256), each in a shell of its own within 5 s: a
+# process whose description stalls (a model path on a hung mount) costs only its own budget, and
+# one cut by it ends in a field "cut". After two such cuts or 30 s, the rest go with the others,
+# in one shell within 20 s. Their parents' PIDs are read first, from the kernel's PPid lines, as
+# the others' are when each is described. The shell's complaints (a process that exited) are
+# dropped: they would land inside fields.
 procscan() {
-	# shellcheck disable=SC2086 # PIDS are digits
-	t 20 sh -c "$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" $PIDS 2>/dev/null
+	_first=$(printf '%s\n' $GPUP | head -n 256)
+	_pp=
+	# shellcheck disable=SC2046 # /proc/PID/status paths: digits and slashes
+	[ -z "$_first" ] || _pp=$(grep -s -h '^PPid:' $(printf '/proc/%s/status\n' $_first))
+	_done= _late=0 _t0=
+	read -r _t0 _rest </proc/uptime 2>/dev/null
+	for _p in $_first; do
+		[ "$_late" -lt 2 ] && ! spent "$_t0" 30 || break
+		t 5 sh -c "$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
+		case $? in 124 | 137) printf '\000cut\000' && _late=$((_late + 1)) ;; esac
+		_done="$_done $_p"
+	done
+	# shellcheck disable=SC2046 # PIDS are digits
+	t 20 sh -c "$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
+	BEGIN { n = split(skip, a, " "); for (i = 1; i <= n; i++) s[a[i]] = 1 }
+	!($0 in s)') 2>/dev/null
 }
 if [ -n "$PIDS" ]; then sec procs 4194304 0 procscan; else nosec procs 4194304 0; fi
+# The cgroup lines of the PIDs, "/proc/PID/cgroup:LINE", read once for the units and the
+# jobs below: the kernel bounds each line (it refuses a path longer than PATH_MAX), awk the
+# whole at 4 MiB, in whole lines; a shell loop over them splits a variable, reading nothing
+# byte by byte.
+CGS=
+# shellcheck disable=SC2046 # /proc/PID/cgroup paths: digits and slashes
+[ -z "$PIDS" ] || CGS=$(t 10 grep -s -H '' $(printf '/proc/%s/cgroup\n' $PIDS) | awk '{ n += length($0) + 1; if (n > 4194304) exit; print }')
 
 # User names for the uids seen: "NAME:x:UID" per uid, the name from name_of.
 UIDS=
@@ -401,18 +487,22 @@ unitof() {
 # arguments, after --.
 UNITS=
 _nu=0
-for _p in $PIDS; do
-	while IFS= read -r _l; do
-		_l=${_l#*:}
-		unitof "${_l#*:}" || continue
-		case $_u in *[!A-Za-z0-9:_.@\\-]*) continue ;; esac
-		[ "${#_u}" -le 255 ] || continue
-		_k=$_u
-		[ -z "$_m" ] || _k=$_m/$_u
-		case "$UNITS " in *" $_k "*) continue ;; esac
-		if [ "$_nu" -lt 200 ]; then UNITS="$UNITS $_k" _nu=$((_nu + 1)); fi
-	done <"/proc/$_p/cgroup" 2>/dev/null
+set -f
+IFS=$NL
+for _l in $CGS; do
+	unset IFS
+	_l=${_l#*/cgroup:}
+	_l=${_l#*:}
+	unitof "${_l#*:}" || continue
+	case $_u in *[!A-Za-z0-9:_.@\\-]*) continue ;; esac
+	[ "${#_u}" -le 255 ] || continue
+	_k=$_u
+	[ -z "$_m" ] || _k=$_m/$_u
+	case "$UNITS " in *" $_k "*) continue ;; esac
+	if [ "$_nu" -lt 200 ]; then UNITS="$UNITS $_k" _nu=$((_nu + 1)); fi
 done
+unset IFS
+set +f
 SYSUNITS=
 USERUIDS=
 for _k in $UNITS; do
@@ -493,12 +583,17 @@ seen=" "
 n=0
 for p in "$@"; do
 	insl=
-	while IFS= read -r l; do
+	set -f
+	IFS="
+"
+	for l in $(head -c 65536 "/proc/$p/cgroup"); do
 		case $l in
 		*:/user.slice/user-*.slice/user@*.service/*) ;;
 		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*) insl=1 ;;
 		esac
-	done <"/proc/$p/cgroup"
+	done
+	unset IFS
+	set +f
 	[ -z "$insl" ] || continue
 	st "$p"
 	d=0
@@ -560,21 +655,24 @@ addnode() {
 	case " $NODES " in *" $1 "*) return ;; esac
 	if [ "$_nn" -lt 16 ]; then NODES="$NODES $1" _nn=$((_nn + 1)); fi
 }
-for _p in $PIDS; do
-	while IFS= read -r _l; do
+set -f
+IFS=$NL
+for _l in $CGS; do
+	unset IFS
+	case $_l in
+	*:/user.slice/user-*.slice/user@*.service/*) ;;
+	*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*)
+		_j=${_l##*/job_}
+		addjob "${_j%%/*}"
 		case $_l in
-		*:/user.slice/user-*.slice/user@*.service/*) ;;
-		*/slurm*/job_[0-9]* | *slurmstepd.scope/job_[0-9]*)
-			_j=${_l##*/job_}
-			addjob "${_j%%/*}"
-			case $_l in
-			*/slurm_*/uid_*/job_[0-9]*) _n=${_l#*/slurm_} && addnode "${_n%%/*}" ;;
-			*_slurmstepd.scope/job_[0-9]*) _n=${_l%%_slurmstepd.scope/job_*} && addnode "${_n##*/}" ;;
-			esac
-			;;
+		*/slurm_*/uid_*/job_[0-9]*) _n=${_l#*/slurm_} && addnode "${_n%%/*}" ;;
+		*_slurmstepd.scope/job_[0-9]*) _n=${_l%%_slurmstepd.scope/job_*} && addnode "${_n##*/}" ;;
 		esac
-	done 2>/dev/null <"/proc/$_p/cgroup"
+		;;
+	esac
 done
+unset IFS
+set +f
 for _l in $(printf '%s\n' "$ANC" | awk 'NF == 4 && $4 ~ /^[0-9]+\./ { split($4, f, "."); print f[1] }'); do addjob "$_l"; done
 
 # slurmdnodes: without a node named by a cgroup, the nodes this host's slurmd serve: the

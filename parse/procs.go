@@ -75,6 +75,7 @@ type procBuilder struct {
 	fields     uint16      // single-valued fields the current block has, by singleField bit
 	bad        bool        // the current block repeats a field
 	count      map[int]int // blocks per PID
+	errMark    errList     // errs when the current block began
 }
 
 func newProcBuilder(bootTime *time.Time, clockTicks int) *procBuilder {
@@ -94,6 +95,8 @@ func (pb *procBuilder) field(n int, key, val string) {
 			return
 		}
 		pb.p, pb.fields, pb.bad = &Process{PID: pid}, 0, false
+		pb.errMark = pb.errs
+		pb.errMark.errs = slices.Clip(pb.errMark.errs)
 		pb.count[pid]++
 		return
 	}
@@ -110,6 +113,11 @@ func (pb *procBuilder) field(n int, key, val string) {
 		p.Gone = true
 	case "parent":
 		p.ParentOnly = true
+	case "cut":
+		// The cut may fall inside a field: what the block's fields could not be read as is
+		// no error of the capture.
+		p.Cut, pb.errs = true, pb.errMark
+		pb.flush()
 	case "end":
 		pb.flush()
 	case "stat":

@@ -2,6 +2,7 @@ package parse
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,7 +95,16 @@ func (p *snapParser) procs() {
 		p.tampered("procs", "processes described twice or with a field given twice", pidNames(contested))
 	}
 	sort.SliceStable(procs, func(i, j int) bool { return procs[i].PID < procs[j].PID })
-	s.Processes = procs
+	s.Processes = slices.DeleteFunc(procs, func(pr Process) bool {
+		if pr.Cut {
+			s.ProcsCut = append(s.ProcsCut, pr.PID)
+		}
+		return pr.Cut
+	})
+	if len(s.ProcsCut) > 0 {
+		p.note(NoteSectionTimeout, "section procs: the description of %s was stopped by its own time limit, and is left out",
+			strings.Join(pidNames(s.ProcsCut), ", "))
+	}
 }
 
 // users names the processes' users from the users section.

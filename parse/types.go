@@ -22,8 +22,11 @@ type Snapshot struct {
 	Apps      []ComputeApp
 	Holders   []DeviceHolder // open file descriptors on /dev/nvidia*
 	Processes []Process      // sorted by PID
-	Shm       Shm
-	Units     []Unit
+	// ProcsCut are the PIDs whose description the probe's own time bound for each GPU holder
+	// cut (a field "cut"): left out of Processes, as undescribed, with a note.
+	ProcsCut []int
+	Shm      Shm
+	Units    []Unit
 	// Ancestors are the ancestors of the described processes that have no Slurm cgroup, up
 	// to the first slurmstepd, sorted by PID; SlurmJobs what Slurm said of the jobs the
 	// processes run in, SlurmTimeouts how long Slurm waits for a job's processes to end.
@@ -136,7 +139,11 @@ type Process struct {
 	// goes one level up): context for naming what a worker runs, not a user of GPUs or
 	// /dev/shm in its own right.
 	ParentOnly bool
-	PPID       *int
+	// Cut: the probe's time bound for this process ran out before its description ended
+	// (field "cut"): the fields after the cut are missing. Parse leaves such a process out
+	// of Snapshot.Processes (see ProcsCut).
+	Cut  bool
+	PPID *int
 	// State is the one-letter state from /proc/PID/stat: R, S, D, Z, T, t, I, X.
 	State string
 	Comm  string

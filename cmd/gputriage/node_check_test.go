@@ -30,14 +30,14 @@ func TestNodeCheckUsage(t *testing.T) {
 	}
 }
 
-// TestNodeCheckJobGPUs runs node-check on this machine as Slurm's Epilog and Prolog would (no
-// PATH but the fake nvidia-smi's, Slurm's variables set), with a real leftover holding GPU 0:
-// the check of a job that had GPU 1 is clean, that of a job that had GPU 0 names the leftover
-// and exits 1, and a job without GPUs is not probed at all.
-func TestNodeCheckJobGPUs(t *testing.T) {
-	p, err := scenario.Start(scenario.Server{Module: "sglang.launch_server",
-		Args:   []string{"--model-path", "/dev/shm/gputriage-nodecheck-model", "--tp", "1"},
-		ShmDir: "/dev/shm/gputriage-nodecheck-model", ShmFiles: 1, ShmBytes: 1 << 20, Delete: true, Orphan: true})
+// nodeLeftover starts a real leftover on this machine (an orphaned sglang.launch_server whose
+// weights in model were deleted) and a fake nvidia-smi listing it with 55,286 MiB on GPU 0,
+// first on PATH (with nothing else but /usr/bin and /bin); it returns the leftover and the fake
+// nvidia-smi's directory.
+func nodeLeftover(t *testing.T, model string) (*scenario.Proc, string) {
+	t.Helper()
+	p, err := scenario.Start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", model, "--tp", "1"},
+		ShmDir: model, ShmFiles: 1, ShmBytes: 1 << 20, Delete: true, Orphan: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,15 @@ func TestNodeCheckJobGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", smiDir+":/usr/bin:/bin")
+	return p, smiDir
+}
+
+// TestNodeCheckJobGPUs runs node-check on this machine as Slurm's Epilog and Prolog would (no
+// PATH but the fake nvidia-smi's, Slurm's variables set), with a real leftover holding GPU 0:
+// the check of a job that had GPU 1 is clean, that of a job that had GPU 0 names the leftover
+// and exits 1, and a job without GPUs is not probed at all.
+func TestNodeCheckJobGPUs(t *testing.T) {
+	p, smiDir := nodeLeftover(t, "/dev/shm/gputriage-nodecheck-model")
 	epilog := func(gpus string) map[string]string {
 		return map[string]string{"SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURM_JOB_ID": "42", "SLURMD_NODENAME": "node1", "SLURM_JOB_GPUS": gpus}
 	}
