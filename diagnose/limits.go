@@ -12,8 +12,10 @@ import (
 // or ghost memory on a host the probe could not see as root.
 func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
 	var rs []Reason
+	seen := map[limitKey]bool{}
 	add := func(r Reason) {
-		if !slices.ContainsFunc(rs, func(o Reason) bool { return sameLimit(o, r) }) {
+		if k := keyOfLimit(r); !seen[k] {
+			seen[k] = true
 			rs = append(rs, r)
 		}
 	}
@@ -34,10 +36,15 @@ func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
 	return f, true
 }
 
-// sameLimit reports whether two limits say the same (the probe may note what is also seen).
-func sameLimit(a, b Reason) bool {
-	return a.Code == b.Code && a.Note == b.Note && a.Detail == b.Detail && a.PID == b.PID && a.Bytes == b.Bytes
+// limitKey is what makes two limits say the same (the probe may note what is also seen).
+type limitKey struct {
+	code         ReasonCode
+	note, detail string
+	pid          int
+	bytes        int64
 }
+
+func keyOfLimit(r Reason) limitKey { return limitKey{r.Code, r.Note, r.Detail, r.PID, r.Bytes} }
 
 // captureLimits are the probe's notes and what the capture's shape says: who the probe ran
 // as, whether it was cut or tampered with.

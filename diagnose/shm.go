@@ -209,9 +209,10 @@ func (h *host) shmFullFinding() (Finding, bool) {
 			f.Actions = append(f.Actions, removeAction(e))
 		}
 	}
+	var ad actionAdder
 	for _, pid := range f.PIDs {
 		if _, bad := h.leftovers[pid]; bad && h.gpByPID[pid] != nil {
-			f.Actions = addAction(f.Actions, h.stopAction(h.gpByPID[pid]))
+			f.Actions = ad.add(f.Actions, h.stopAction(h.gpByPID[pid]))
 		}
 	}
 	sudo := h.sudo(nil)
