@@ -33,10 +33,13 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	one(h.shmStaleFinding())
 	one(h.shmFullFinding())
 	fs = append(fs, h.busyFindings()...)
+	sortFindings(fs)
+	fs = h.folded.foldFindings(fs)
+	procs := h.folded.foldProcesses(h.procs, fs)
 	one(h.probeLimitedFinding(hasGhost))
 
 	sortFindings(fs)
-	return Result{Findings: fs, Processes: h.procs}
+	return Result{Findings: fs, Processes: procs}
 }
 
 // sortFindings orders findings most severe first, then by code, first GPU, first PID and

@@ -42,6 +42,7 @@ const (
 	ReasonNoTimeout        ReasonCode = "no-timeout"        // the host has no timeout(1)
 	ReasonPIDUnreadable    ReasonCode = "pid-unreadable"    // nvidia-smi lists PID, /proc/PID could not be read
 	ReasonPIDExited        ReasonCode = "pid-exited"        // PID exited while the probe ran
+	// ReasonDetailFolded (budget.go): Folded items of Detail were left out of the result.
 )
 
 // Reason is one piece of evidence behind a finding, with the data its words are made of.
@@ -83,6 +84,8 @@ type Reason struct {
 	Purged, Ended bool
 	MiB           int64
 	Held          []int
+	// Folded is how many items of what Detail names a result left out (detail-folded).
+	Folded int
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

@@ -11,20 +11,15 @@ import (
 // when the gap hides something that matters: a truncated capture, an app list that failed,
 // or ghost memory on a host the probe could not see as root.
 func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
-	var rs []Reason
-	seen := map[limitKey]bool{}
-	add := func(r Reason) {
-		if k := keyOfLimit(r); !seen[k] {
-			seen[k] = true
-			rs = append(rs, r)
-		}
-	}
+	lb := limitBuilder{seen: map[limitKey]bool{}, count: map[ReasonCode]int{}, folded: map[ReasonCode]int{}}
 	for _, r := range h.captureLimits(ghost) {
-		add(r)
+		lb.add(r)
 	}
-	for _, r := range h.viewLimits() {
-		add(r)
+	h.viewLimits(lb.add)
+	for _, r := range h.folded.reasons {
+		lb.add(r)
 	}
+	rs := lb.rs
 	if len(rs) == 0 {
 		return Finding{}, false
 	}
@@ -85,38 +80,36 @@ func (h *host) captureLimits(ghost bool) []Reason {
 	return rs
 }
 
-// viewLimits are what the probe's data says it could not see.
-func (h *host) viewLimits() []Reason {
+// viewLimits adds what the probe's data says it could not see.
+func (h *host) viewLimits(add func(Reason)) {
 	s := h.s
 	real := len(s.Sections) > 0 // built from a capture, not by hand
-	var rs []Reason
 	if s.SMI.Failure == nil && h.appsUnknown() {
-		rs = append(rs, Reason{Code: ReasonAppsUnknown, Strong: true})
+		add(Reason{Code: ReasonAppsUnknown, Strong: true})
 	}
 	for _, a := range h.unmatched {
-		rs = append(rs, Reason{Code: ReasonUnmatchedApp, PID: a.PID, Detail: a.GPUUUID})
+		add(Reason{Code: ReasonUnmatchedApp, PID: a.PID, Detail: a.GPUUUID})
 	}
 	if s.SMI.FieldFallback {
-		rs = append(rs, Reason{Code: ReasonFieldFallback})
+		add(Reason{Code: ReasonFieldFallback})
 	}
 	if real && !s.Shm.Listed {
-		rs = append(rs, Reason{Code: ReasonShmUnlisted})
+		add(Reason{Code: ReasonShmUnlisted})
 	}
 	if s.Shm.Truncated {
-		rs = append(rs, Reason{Code: ReasonShmTruncated})
+		add(Reason{Code: ReasonShmTruncated})
 	}
 	if real && !s.Host.HasTimeout && !slices.ContainsFunc(s.Notes, func(n parse.Note) bool { return strings.Contains(n.Message, "timeout") }) {
-		rs = append(rs, Reason{Code: ReasonNoTimeout})
+		add(Reason{Code: ReasonNoTimeout})
 	}
 	for i := range h.procs {
 		gp := &h.procs[i]
 		p := h.procByPID[gp.PID]
 		switch {
 		case p == nil && gp.Listed:
-			rs = append(rs, Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
+			add(Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
 		case p != nil && p.Gone:
-			rs = append(rs, Reason{Code: ReasonPIDExited, PID: gp.PID})
+			add(Reason{Code: ReasonPIDExited, PID: gp.PID})
 		}
 	}
-	return rs
 }

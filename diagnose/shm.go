@@ -35,6 +35,9 @@ type shmIndex struct {
 }
 
 func (h *host) indexShm() shmIndex {
+	if h.shmIx != nil {
+		return *h.shmIx
+	}
 	ix := shmIndex{children: map[string][]*parse.ShmEntry{}, newest: map[string]time.Time{}}
 	for i := range h.s.Shm.Entries {
 		e := &h.s.Shm.Entries[i]
@@ -50,6 +53,7 @@ func (h *host) indexShm() shmIndex {
 			}
 		}
 	}
+	h.shmIx = &ix
 	return ix
 }
 

@@ -38,6 +38,8 @@ func limitLine(r Reason) string {
 		return fmt.Sprintf("PID %d is listed by nvidia-smi but the probe could not read /proc/%d (another PID namespace, hidden, or exited)", r.PID, r.PID)
 	case ReasonPIDExited:
 		return fmt.Sprintf("PID %d exited while the probe ran", r.PID)
+	case ReasonDetailFolded:
+		return fmt.Sprintf("%s more %s were folded: a report details only the first of each kind", thousands(int64(r.Folded)), r.Detail)
 	}
 	return string(r.Code)
 }
@@ -53,6 +55,8 @@ func limitWhy(r Reason) (rank int, why string) {
 		return 2, "the capture was cut short, so findings may be missing"
 	case r.Code == ReasonAppsUnknown:
 		return 3, "nvidia-smi did not list compute processes, so leftovers and ghost memory could not be checked"
+	case r.Code == ReasonDetailFolded:
+		return 4, "the host has more findings of a kind than a report details: the first of them are shown, the rest are counted"
 	}
 	return 4, string(r.Code)
 }

@@ -99,6 +99,8 @@ func limitPhrase(r diagnose.Reason) string {
 		return "PID " + strconv.Itoa(r.PID) + " is listed by nvidia-smi, but /proc could not show it"
 	case diagnose.ReasonPIDExited:
 		return "PID " + strconv.Itoa(r.PID) + " exited while the probe ran"
+	case diagnose.ReasonDetailFolded:
+		return strconv.Itoa(r.Folded) + " more " + r.Detail + " folded"
 	}
 	return string(r.Code)
 }

@@ -45,7 +45,11 @@ var fillers = map[string]filler{
 		}},
 	"smi-apps": {head: "pid, gpu_uuid, used_memory [MiB]\n",
 		record: func(b *bytes.Buffer, i, gpus int) {
-			fmt.Fprintf(b, "%d, %s, %d\n", limitPID(i), limitUUID(i%gpus), 16+i%64)
+			uuid := fmt.Sprintf("MIG-%d", i%7) // short, to list the most apps: not in the GPU list
+			if i%8 == 0 {
+				uuid = limitUUID((i / 8) % gpus)
+			}
+			fmt.Fprintf(b, "%d, %s, %d\n", limitPID(i), uuid, 16+i%64)
 		}},
 	"fds": {tail: "denied 0\n", record: func(b *bytes.Buffer, i, gpus int) {
 		if i%2 == 0 {
