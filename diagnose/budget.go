@@ -3,6 +3,8 @@ package diagnose
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // What a host's result details is bounded, whatever the host sent: a capture with every
@@ -19,8 +21,10 @@ const (
 	MaxDetail = 32
 	// maxFixLines bounds a finding's Fix lines (an action's comment and its commands).
 	maxFixLines = 4 * MaxDetail
+	// MaxLineBytes bounds each of a finding's evidence and Fix lines, and its explanation.
+	MaxLineBytes = 2048
 	// MaxProcesses bounds the processes a result keeps beside those its findings name.
-	MaxProcesses = 256
+	MaxProcesses = 64
 )
 
 // ReasonDetailFolded is probe-limited's reason for what a result folded: Folded items of
@@ -74,13 +78,33 @@ func (fo *folder) foldFinding(f Finding) Finding {
 	f.Checks = foldList(fo, f.Checks, MaxDetail, "checks"+of)
 	f.Shm = foldList(fo, f.Shm, MaxDetail, "/dev/shm files"+of)
 	if n := len(f.Fix) - maxFixLines; n > 0 {
-		f.Fix = append(f.Fix[:maxFixLines:maxFixLines], fmt.Sprintf("# and %d more lines (see probe-limited)", n))
+		f.Fix = append(slices.Clone(f.Fix[:maxFixLines]), fmt.Sprintf("# and %d more lines (see probe-limited)", n))
 		fo.fold("fix lines"+of, n, false)
 	}
 	if f.Code != CodeProbeLimited {
 		f.Reasons = foldList(fo, f.Reasons, MaxDetail, "reasons"+of)
 	}
+	f.Explanation = fo.foldLine(f.Explanation, "bytes of the explanation"+of)
+	for _, lines := range [][]string{f.Evidence, f.Fix} {
+		for i := range lines {
+			lines[i] = fo.foldLine(lines[i], "bytes of lines"+of)
+		}
+	}
 	return f
+}
+
+// foldLine cuts a line longer than MaxLineBytes (a list of thousands of PIDs) at a rune
+// boundary and says so at its end.
+func (fo *folder) foldLine(s, what string) string {
+	if len(s) <= MaxLineBytes {
+		return s
+	}
+	n := MaxLineBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	fo.fold(what, len(s)-n, false)
+	return strings.Clone(s[:n]) + fmt.Sprintf(" … (%d more bytes folded, see probe-limited)", len(s)-n)
 }
 
 // foldList keeps the first n items of xs and notes how many it left out.
@@ -89,7 +113,7 @@ func foldList[T any](fo *folder, xs []T, n int, what string) []T {
 		return xs
 	}
 	fo.fold(what, len(xs)-n, false)
-	return slices.Clip(xs[:n])
+	return slices.Clone(xs[:n]) // not the whole list's array
 }
 
 // limitBuilder gathers probe-limited's reasons as they come, each once, and keeps the first
@@ -151,5 +175,5 @@ func (fo *folder) foldProcesses(procs []GPUProcess, fs []Finding) []GPUProcess {
 		kept = append(kept, p)
 	}
 	fo.fold("processes", len(procs)-len(kept), false)
-	return kept
+	return slices.Clone(kept) // not an array grown for more
 }

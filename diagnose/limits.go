@@ -19,7 +19,7 @@ func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
 	for _, r := range h.folded.reasons {
 		lb.add(r)
 	}
-	rs := lb.rs
+	rs := slices.Clone(lb.rs) // not an array grown for more
 	if len(rs) == 0 {
 		return Finding{}, false
 	}

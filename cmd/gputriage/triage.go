@@ -311,7 +311,7 @@ func reportView(s *parse.Snapshot) *parse.Snapshot {
 	if s == nil {
 		return nil
 	}
-	v := &parse.Snapshot{Host: s.Host, SMI: s.SMI, GPUs: s.GPUs, Shm: s.Shm, Notes: s.Notes,
+	v := &parse.Snapshot{Host: s.Host, SMI: s.SMI, GPUs: parse.CloneGPUs(s.GPUs), Shm: s.Shm, Notes: s.Notes,
 		Sections: s.Sections, Truncated: s.Truncated}
 	v.Shm.Entries = nil
 	return v

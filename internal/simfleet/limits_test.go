@@ -75,6 +75,9 @@ func TestLimitCost(t *testing.T) {
 			h, peak, total := triage(raw)
 			elapsed := time.Since(start)
 			checkAtLimit(t, h.Snapshot, c.full)
+			if len(h.Snapshot.GPUs) > parse.MaxGPUs {
+				t.Errorf("%d GPUs kept, want at most %d", len(h.Snapshot.GPUs), parse.MaxGPUs)
+			}
 			small := LimitCaptureAt(16, c.full...)
 			peer := time.Duration(1<<63 - 1)
 			for range 3 {
