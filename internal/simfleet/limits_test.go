@@ -32,6 +32,9 @@ func limitCases(t testing.TB) []limitCase {
 	return append(cs, limitCase{"all", names})
 }
 
+// formats are the report's renderers: text, Markdown, JSON and Prometheus.
+var formats = []func(io.Writer, []report.Host, report.Options) error{report.Text, report.Markdown, report.JSON, report.Prometheus}
+
 // triage parses, diagnoses and reports one capture in every format, as one host, and returns
 // a bound on the most heap it held at once: the largest, over its stages, of the heap live
 // when the stage began plus what the stage allocated. Both are the runtime's counts, which do
@@ -42,7 +45,7 @@ func triage(raw []byte) (h *report.Host, peak, total uint64) {
 		func() { h.Snapshot, _ = parse.Parse(raw) },
 		func() { h.Result = diagnose.Diagnose(h.Snapshot, time.Unix(1796033513, 0)) },
 	}
-	for _, f := range []func(io.Writer, []report.Host, report.Options) error{report.Text, report.Markdown, report.JSON, report.Prometheus} {
+	for _, f := range formats {
 		stages = append(stages, func() { _ = f(io.Discard, []report.Host{*h}, report.Options{}) })
 	}
 	var m runtime.MemStats
@@ -111,5 +114,25 @@ func checkAtLimit(t *testing.T, s *parse.Snapshot, full []string) {
 		if sec.Truncated || sec.Bytes > sec.Limit || sec.Bytes < sec.Limit-1024 {
 			t.Errorf("section %s: %d bytes of %d, truncated %v: not filled to its bound", name, sec.Bytes, sec.Limit, sec.Truncated)
 		}
+	}
+}
+
+// BenchmarkLimitCost times parsing, diagnosing and reporting (every format) one host whose
+// sections are each at the client's bound: alone, for the costliest, and all together. Its
+// figures are in docs/performance.md.
+func BenchmarkLimitCost(b *testing.B) {
+	for _, c := range []limitCase{{"fds", []string{"fds"}}, {"smi-apps", []string{"smi-apps"}}, {"shm-ls", []string{"shm-ls"}}, {"all", parse.SectionNames()}} {
+		raw := LimitCapture(c.full...)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				s, _ := parse.Parse(raw)
+				h := report.Host{Name: "limit", Snapshot: s, Result: diagnose.Diagnose(s, time.Unix(1796033513, 0))}
+				for _, f := range formats {
+					_ = f(io.Discard, []report.Host{h}, report.Options{})
+				}
+			}
+		})
 	}
 }
