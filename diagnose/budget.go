@@ -23,7 +23,8 @@ const (
 	maxFixLines = 4 * MaxDetail
 	// MaxLineBytes bounds each of a finding's evidence and Fix lines, and its explanation.
 	MaxLineBytes = 2048
-	// MaxProcesses bounds the processes a result keeps beside those its findings name.
+	// MaxProcesses bounds the processes a retained result keeps beside those its findings
+	// name (Retain: node-check and fix read every process, before a result is retained).
 	MaxProcesses = 64
 )
 
@@ -145,6 +146,30 @@ func (lb *limitBuilder) add(r Reason) {
 	}
 	lb.rs[i].Folded++
 	lb.rs[i].Strong = lb.rs[i].Strong || r.Strong
+}
+
+// Retain bounds what r keeps of its processes once only a report reads it (a sweep keeps each
+// host's result until the report is written): the processes its findings name and
+// MaxProcesses others. What it leaves out is a detail-folded reason of probe-limited. Call it
+// after node-check, fix and readiness have read the whole result.
+func Retain(r *Result) {
+	var fo folder
+	r.Processes = fo.foldProcesses(r.Processes, r.Findings)
+	if len(fo.reasons) == 0 {
+		return
+	}
+	i := slices.IndexFunc(r.Findings, func(f Finding) bool { return f.Code == CodeProbeLimited })
+	if i < 0 {
+		r.Findings = append(r.Findings, Finding{Code: CodeProbeLimited, Severity: Info, Explanation: limitExplanation})
+		i = len(r.Findings) - 1
+	}
+	f := &r.Findings[i]
+	f.Reasons = append(slices.Clip(f.Reasons), fo.reasons...)
+	for _, rs := range fo.reasons {
+		f.Evidence = append(slices.Clip(f.Evidence), limitLine(rs))
+	}
+	f.Title = limitTitle(len(f.Evidence))
+	sortFindings(r.Findings)
 }
 
 // foldProcesses keeps the processes the findings name (as PIDs or in an action) and up to

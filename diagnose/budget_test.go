@@ -20,12 +20,17 @@ func foldedOf(res Result, what string) int {
 
 // TestFoldRepeated: 2,000 healthy jobs each make a gpu-busy finding, and one finding names
 // 2,000 PIDs. The result keeps MaxFindingsOfCode findings of a code, MaxDetail items per
-// list and MaxProcesses processes beside those it names, and its probe-limited finding says
+// list and, once retained, MaxProcesses processes beside those it names; its probe-limited
+// finding says
 // how many of each it folded, in its reasons and its words: never silently.
 func TestFoldRepeated(t *testing.T) {
 	const n = 2000
 	for _, separate := range []bool{true, false} {
 		res := Diagnose(crowded(n, separate), refTime)
+		if len(res.Processes) != n {
+			t.Errorf("%d processes before Retain, want every one of %d (node-check and fix read them)", len(res.Processes), n)
+		}
+		Retain(&res)
 		count := map[string]int{}
 		for _, f := range res.Findings {
 			count[f.Code]++

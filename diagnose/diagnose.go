@@ -35,11 +35,10 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	fs = append(fs, h.busyFindings()...)
 	sortFindings(fs)
 	fs = h.folded.foldFindings(fs)
-	procs := h.folded.foldProcesses(h.procs, fs)
 	one(h.probeLimitedFinding(hasGhost))
 
 	sortFindings(fs)
-	return Result{Findings: fs, Processes: procs}
+	return Result{Findings: fs, Processes: h.procs}
 }
 
 // sortFindings orders findings most severe first, then by code, first GPU, first PID and

@@ -76,8 +76,8 @@ func checkScales(t *testing.T, s *parse.Snapshot) {
 	if alloc > uint64(gib) {
 		t.Errorf("diagnosing %d processes allocated %.0f MiB, more than 1 GiB", n, float64(alloc)/float64(mib))
 	}
-	if kept := len(res.Processes) + foldedOf(res, "processes"); kept != n {
-		t.Errorf("%d processes joined (%d kept, the rest folded), want %d", kept, len(res.Processes), n)
+	if len(res.Processes) != n {
+		t.Errorf("%d processes joined, want %d", len(res.Processes), n)
 	}
 }
 

@@ -61,6 +61,14 @@ func limitWhy(r Reason) (rank int, why string) {
 	return 4, string(r.Code)
 }
 
+// limitExplanation is probe-limited's explanation when no limit matters to the verdict.
+const limitExplanation = "These are limits of what the probe saw, not problems of the host. Findings above rest only on what it could see."
+
+// limitTitle is probe-limited's title for n limitations.
+func limitTitle(n int) string {
+	return fmt.Sprintf("the probe could not see everything on this host (%d %s)", n, plural(n, "limitation", "limitations"))
+}
+
 // probeLimitedWords composes a probe-limited finding's words from its limits.
 func (h *host) probeLimitedWords(f *Finding) {
 	var unmatched []string
@@ -85,9 +93,8 @@ func (h *host) probeLimitedWords(f *Finding) {
 		slices.Sort(unmatched)
 		f.Evidence[at] = "compute apps on a GPU UUID missing from the GPU list (MIG devices?), so ghost memory was not checked: " + strings.Join(unmatched, ", ")
 	}
-	n := len(f.Evidence)
-	f.Title = fmt.Sprintf("the probe could not see everything on this host (%d %s)", n, plural(n, "limitation", "limitations"))
-	f.Explanation = "These are limits of what the probe saw, not problems of the host. Findings above rest only on what it could see."
+	f.Title = limitTitle(len(f.Evidence))
+	f.Explanation = limitExplanation
 	if len(whys) > 0 {
 		var why []string
 		for rank := range 5 {
