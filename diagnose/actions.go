@@ -253,6 +253,34 @@ func addAction(actions []Action, a Action) []Action {
 	return append(actions, a)
 }
 
+// actionKey is what makes two actions the same for addAction.
+type actionKey struct {
+	kind   ActionKind
+	target string
+}
+
+// actionAdder appends actions, each Kind and Target once, in time linear in their number
+// (addAction, called in a loop over a host's processes, would be quadratic).
+type actionAdder struct {
+	seen map[actionKey]bool
+}
+
+// add appends a to actions unless an action of the same Kind and Target was added or is there.
+func (ad *actionAdder) add(actions []Action, a Action) []Action {
+	if ad.seen == nil {
+		ad.seen = map[actionKey]bool{}
+		for _, b := range actions {
+			ad.seen[actionKey{b.Kind, b.Target}] = true
+		}
+	}
+	k := actionKey{a.Kind, a.Target}
+	if ad.seen[k] {
+		return actions
+	}
+	ad.seen[k] = true
+	return append(actions, a)
+}
+
 // cloneImpact copies an impact, so that findings sharing an action do not share its map.
 func cloneImpact(i Impact) Impact {
 	return Impact{GPUMiB: maps.Clone(i.GPUMiB), ShmBytes: i.ShmBytes}

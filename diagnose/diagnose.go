@@ -34,6 +34,8 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	one(h.shmStaleFinding())
 	one(h.shmFullFinding())
 	fs = append(fs, h.busyFindings()...)
+	sortFindings(fs)
+	fs = h.folded.foldFindings(fs)
 	one(h.probeLimitedFinding(hasGhost))
 
 	sortFindings(fs)

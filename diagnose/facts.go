@@ -45,6 +45,7 @@ const (
 	// PID holds a GPU (nvidia-smi lists it, or it holds a GPU's device) and was left
 	// undescribed by a procs section that was cut or stopped by a time limit (Detail: how).
 	ReasonHolderUndescribed ReasonCode = "holder-undescribed"
+	// ReasonDetailFolded (budget.go): Folded items of Detail were left out of the result.
 )
 
 // Reason is one piece of evidence behind a finding, with the data its words are made of.
@@ -90,6 +91,8 @@ type Reason struct {
 	// and whether its TaskPlugin includes task/cgroup, which together keep a job's processes
 	// off the GPUs it was not allocated; nil when unknown (gpu-not-allocated).
 	ConstrainDevices, TaskCgroup *bool
+	// Folded is how many items of what Detail names a result left out (detail-folded).
+	Folded int
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

@@ -58,9 +58,10 @@ func (h *host) ghostFinding() (Finding, bool) {
 		}
 	}
 	slices.SortFunc(suspects, func(a, b *GPUProcess) int { return a.PID - b.PID })
+	var ad actionAdder
 	for _, gp := range suspects {
 		f.PIDs = append(f.PIDs, gp.PID)
-		f.Actions = addAction(f.Actions, h.stopAction(gp))
+		f.Actions = ad.add(f.Actions, h.stopAction(gp))
 	}
 	if len(suspects) > 0 {
 		f.Checks = []Command{verifyGPU}

@@ -11,18 +11,15 @@ import (
 // when the gap hides something that matters: a truncated capture, an app list that failed,
 // or ghost memory on a host the probe could not see as root.
 func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
-	var rs []Reason
-	add := func(r Reason) {
-		if !slices.ContainsFunc(rs, func(o Reason) bool { return sameLimit(o, r) }) {
-			rs = append(rs, r)
-		}
-	}
+	lb := limitBuilder{seen: map[limitKey]bool{}, count: map[ReasonCode]int{}, folded: map[ReasonCode]int{}}
 	for _, r := range h.captureLimits(ghost) {
-		add(r)
+		lb.add(r)
 	}
-	for _, r := range h.viewLimits() {
-		add(r)
+	h.viewLimits(lb.add)
+	for _, r := range h.folded.reasons {
+		lb.add(r)
 	}
+	rs := slices.Clone(lb.rs) // not an array grown for more
 	if len(rs) == 0 {
 		return Finding{}, false
 	}
@@ -34,10 +31,15 @@ func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
 	return f, true
 }
 
-// sameLimit reports whether two limits say the same (the probe may note what is also seen).
-func sameLimit(a, b Reason) bool {
-	return a.Code == b.Code && a.Note == b.Note && a.Detail == b.Detail && a.PID == b.PID && a.Bytes == b.Bytes
+// limitKey is what makes two limits say the same (the probe may note what is also seen).
+type limitKey struct {
+	code         ReasonCode
+	note, detail string
+	pid          int
+	bytes        int64
 }
+
+func keyOfLimit(r Reason) limitKey { return limitKey{r.Code, r.Note, r.Detail, r.PID, r.Bytes} }
 
 // captureLimits are the probe's notes and what the capture's shape says: who the probe ran
 // as, whether it was cut or tampered with.
@@ -78,28 +80,27 @@ func (h *host) captureLimits(ghost bool) []Reason {
 	return rs
 }
 
-// viewLimits are what the probe's data says it could not see.
-func (h *host) viewLimits() []Reason {
+// viewLimits adds what the probe's data says it could not see.
+func (h *host) viewLimits(add func(Reason)) {
 	s := h.s
 	real := len(s.Sections) > 0 // built from a capture, not by hand
-	var rs []Reason
 	if s.SMI.Failure == nil && h.appsUnknown() {
-		rs = append(rs, Reason{Code: ReasonAppsUnknown, Strong: true})
+		add(Reason{Code: ReasonAppsUnknown, Strong: true})
 	}
 	for _, a := range h.unmatched {
-		rs = append(rs, Reason{Code: ReasonUnmatchedApp, PID: a.PID, Detail: a.GPUUUID})
+		add(Reason{Code: ReasonUnmatchedApp, PID: a.PID, Detail: a.GPUUUID})
 	}
 	if s.SMI.FieldFallback {
-		rs = append(rs, Reason{Code: ReasonFieldFallback})
+		add(Reason{Code: ReasonFieldFallback})
 	}
 	if real && !s.Shm.Listed {
-		rs = append(rs, Reason{Code: ReasonShmUnlisted})
+		add(Reason{Code: ReasonShmUnlisted})
 	}
 	if s.Shm.Truncated {
-		rs = append(rs, Reason{Code: ReasonShmTruncated})
+		add(Reason{Code: ReasonShmTruncated})
 	}
 	if real && !s.Host.HasTimeout && !slices.ContainsFunc(s.Notes, func(n parse.Note) bool { return strings.Contains(n.Message, "timeout") }) {
-		rs = append(rs, Reason{Code: ReasonNoTimeout})
+		add(Reason{Code: ReasonNoTimeout})
 	}
 	cut := h.procsCut()
 	for i := range h.procs {
@@ -107,14 +108,13 @@ func (h *host) viewLimits() []Reason {
 		p := h.procByPID[gp.PID]
 		switch {
 		case p == nil && cut != "" && (gp.Listed || len(gp.GPUs) > 0):
-			rs = append(rs, Reason{Code: ReasonHolderUndescribed, PID: gp.PID, Detail: cut, Strong: true})
+			add(Reason{Code: ReasonHolderUndescribed, PID: gp.PID, Detail: cut, Strong: true})
 		case p == nil && gp.Listed:
-			rs = append(rs, Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
+			add(Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
 		case p != nil && p.Gone:
-			rs = append(rs, Reason{Code: ReasonPIDExited, PID: gp.PID})
+			add(Reason{Code: ReasonPIDExited, PID: gp.PID})
 		}
 	}
-	return rs
 }
 
 // procsCut says how the procs section was left incomplete ("" when it was not): a GPU holder it

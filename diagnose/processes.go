@@ -27,6 +27,8 @@ type host struct {
 	// every per-GPU question is answered from it in time linear in its answer.
 	onGPU     map[int][]*GPUProcess
 	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
+	folded    folder             // what the result folded (budget.go)
+	shmIx     *shmIndex          // the /dev/shm listing indexed, built on first use
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
 	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not

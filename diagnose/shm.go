@@ -35,6 +35,9 @@ type shmIndex struct {
 }
 
 func (h *host) indexShm() shmIndex {
+	if h.shmIx != nil {
+		return *h.shmIx
+	}
 	ix := shmIndex{children: map[string][]*parse.ShmEntry{}, newest: map[string]time.Time{}}
 	for i := range h.s.Shm.Entries {
 		e := &h.s.Shm.Entries[i]
@@ -50,6 +53,7 @@ func (h *host) indexShm() shmIndex {
 			}
 		}
 	}
+	h.shmIx = &ix
 	return ix
 }
 
@@ -209,9 +213,10 @@ func (h *host) shmFullFinding() (Finding, bool) {
 			f.Actions = append(f.Actions, removeAction(e))
 		}
 	}
+	var ad actionAdder
 	for _, pid := range f.PIDs {
 		if _, bad := h.leftovers[pid]; bad && h.gpByPID[pid] != nil {
-			f.Actions = addAction(f.Actions, h.stopAction(h.gpByPID[pid]))
+			f.Actions = ad.add(f.Actions, h.stopAction(h.gpByPID[pid]))
 		}
 	}
 	sudo := h.sudo(nil)

@@ -40,6 +40,8 @@ func limitLine(r Reason) string {
 		return fmt.Sprintf("PID %d exited while the probe ran", r.PID)
 	case ReasonHolderUndescribed:
 		return fmt.Sprintf("PID %d holds a GPU but the probe did not describe it (%s): it was not checked", r.PID, r.Detail)
+	case ReasonDetailFolded:
+		return fmt.Sprintf("%s more %s were folded: a report details only the first of each kind", thousands(int64(r.Folded)), r.Detail)
 	}
 	return string(r.Code)
 }
@@ -57,8 +59,18 @@ func limitWhy(r Reason) (rank int, why string) {
 		return 3, "nvidia-smi did not list compute processes, so leftovers and ghost memory could not be checked"
 	case r.Code == ReasonHolderUndescribed:
 		return 4, "processes holding GPUs were left undescribed when the probe's process scan was cut, so any of them may be a leftover"
+	case r.Code == ReasonDetailFolded:
+		return 5, "the host has more findings of a kind than a report details: the first of them are shown, the rest are counted"
 	}
-	return 5, string(r.Code)
+	return 6, string(r.Code)
+}
+
+// limitExplanation is probe-limited's explanation when no limit matters to the verdict.
+const limitExplanation = "These are limits of what the probe saw, not problems of the host. Findings above rest only on what it could see."
+
+// limitTitle is probe-limited's title for n limitations.
+func limitTitle(n int) string {
+	return fmt.Sprintf("the probe could not see everything on this host (%d %s)", n, plural(n, "limitation", "limitations"))
 }
 
 // probeLimitedWords composes a probe-limited finding's words from its limits.
@@ -85,12 +97,11 @@ func (h *host) probeLimitedWords(f *Finding) {
 		slices.Sort(unmatched)
 		f.Evidence[at] = "compute apps on a GPU UUID missing from the GPU list (MIG devices?), so ghost memory was not checked: " + strings.Join(unmatched, ", ")
 	}
-	n := len(f.Evidence)
-	f.Title = fmt.Sprintf("the probe could not see everything on this host (%d %s)", n, plural(n, "limitation", "limitations"))
-	f.Explanation = "These are limits of what the probe saw, not problems of the host. Findings above rest only on what it could see."
+	f.Title = limitTitle(len(f.Evidence))
+	f.Explanation = limitExplanation
 	if len(whys) > 0 {
 		var why []string
-		for rank := range 6 {
+		for rank := range 7 {
 			if w, ok := whys[rank]; ok {
 				why = append(why, w)
 			}

@@ -64,6 +64,16 @@ func SectionLimit(name string) int {
 	return defaultSectionLimit
 }
 
+// SectionNames lists the sections the client bounds by its own table, sorted.
+func SectionNames() []string {
+	names := make([]string, 0, len(sectionLimits))
+	for n := range sectionLimits {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // SplitCapture splits a capture into its sections (the format is in docs/capture.md). Only
 // marker lines carrying the nonce declared on the first line count, so nothing a remote
 // process printed can open, close or end a section. Each body is bounded by SectionLimit. A

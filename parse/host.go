@@ -43,6 +43,7 @@ func parseHost(r io.Reader) (HostFacts, []string, error) {
 		if !ok || v == "" || count[k] > 1 {
 			continue
 		}
+		v = strings.Clone(v) // kept after the host is diagnosed: not the whole section
 		bad := false
 		switch k {
 		case "probe_version":
@@ -141,7 +142,7 @@ func parsePasswd(r io.Reader) (map[int]string, map[int]int, error) {
 		}
 		count[uid]++
 		if _, dup := names[uid]; !dup {
-			names[uid] = f[0]
+			names[uid] = strings.Clone(f[0]) // kept: not the whole section
 		}
 	}
 	return names, count, errs.err()

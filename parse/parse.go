@@ -229,7 +229,7 @@ func (p *snapParser) smi() {
 	}
 	if r, sec := p.body(name, '\n'); sec != nil {
 		gpus, err := ParseGPUCSV(r)
-		s.GPUs = gpus
+		s.GPUs = p.capGPUs(gpus, name)
 		if sec.ExitCode == nil || *sec.ExitCode != 0 || err != nil {
 			if f := ClassifySMIError(string(sec.Body), sec.ExitCode); f != nil {
 				s.SMI.Failure = f

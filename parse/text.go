@@ -14,6 +14,15 @@ const maxInput = 64 << 20
 
 // readInput reads r to its end, at most maxInput bytes.
 func readInput(r io.Reader) ([]byte, error) {
+	if l, ok := r.(interface{ Len() int }); ok && l.Len() <= maxInput {
+		// A section's body (a bytes.Reader): read at once, without growing a buffer.
+		b := make([]byte, l.Len())
+		n, err := io.ReadFull(r, b)
+		if err != nil {
+			return b[:n], fmt.Errorf("%w: read: %w", ErrParse, err)
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r, maxInput+1))
 	if err != nil {
 		return b, fmt.Errorf("%w: read: %w", ErrParse, err)

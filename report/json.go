@@ -310,6 +310,7 @@ type jsonReason struct {
 	// ConstrainDevices and TaskCgroup: gpu-not-allocated's Slurm device confinement.
 	ConstrainDevices *bool `json:"constrain_devices"`
 	TaskCgroup       *bool `json:"task_cgroup"`
+	Folded           *int  `json:"folded,omitempty"`
 }
 
 type jsonAction struct {
@@ -456,7 +457,7 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
 			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
 			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
-			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup})
+			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: optInt(r.Folded)})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}

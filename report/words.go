@@ -99,6 +99,8 @@ func limitPhrase(r diagnose.Reason) string {
 		return "PID " + strconv.Itoa(r.PID) + " is listed by nvidia-smi, but /proc could not show it"
 	case diagnose.ReasonPIDExited:
 		return "PID " + strconv.Itoa(r.PID) + " exited while the probe ran"
+	case diagnose.ReasonDetailFolded:
+		return strconv.Itoa(r.Folded) + " more " + r.Detail + " folded"
 	}
 	return string(r.Code)
 }
@@ -215,16 +217,15 @@ func processWho(pids []int, procs []diagnose.GPUProcess) string {
 	if len(pids) != 1 {
 		return ""
 	}
-	for _, p := range procs {
-		if p.PID == pids[0] {
-			who := programText(p)
-			if p.User != "" {
-				who += ", " + p.User
-			}
-			return " (" + who + ")"
-		}
+	p, ok := processByPID(procs, pids[0])
+	if !ok {
+		return ""
 	}
-	return ""
+	who := programText(p)
+	if p.User != "" {
+		who += ", " + p.User
+	}
+	return " (" + who + ")"
 }
 
 // impactText is what an item gives back: "frees 55,286 MiB on GPU 0 and 48 MiB of /dev/shm";

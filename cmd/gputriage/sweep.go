@@ -140,11 +140,13 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	notes := make([][]string, len(hosts)) // printed in host order once the sweep is over
 	sopt.Done = func(i int, r *sshexec.Result) {
 		debug.result(hosts[i].label, r)
-		out[i], notes[i] = o.finishHost(hosts[i].label, r, nonce)
-		blameConfig(out[i].Err, hosts[i].conf)
-		sv.host(out[i])
-		tr.finish(&out[i])
-		r.Stdout, r.Stderr = nil, nil
+		withDiagnoseSlot(func() {
+			out[i], notes[i] = o.finishHost(hosts[i].label, r, nonce)
+			blameConfig(out[i].Err, hosts[i].conf)
+			sv.host(out[i])
+			tr.finish(&out[i])
+			r.Stdout, r.Stderr = nil, nil
+		})
 	}
 	if tty, _ := e.isTerminal(e.stderr); tty {
 		p := newProgressLine(e.stderr)

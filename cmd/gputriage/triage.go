@@ -284,7 +284,8 @@ type triager struct {
 	see func(h *report.Host)
 }
 
-// finish answers --tp for h, then drops what no report reads: the raw capture beyond tr.keep
+// finish answers --tp for h, bounds the processes its result keeps (diagnose.Retain), then
+// drops what no report reads: the raw capture beyond tr.keep
 // (CaptureSize keeps its length) and the snapshot beyond reportView.
 func (tr triager) finish(h *report.Host) {
 	if tr.see != nil {
@@ -294,6 +295,7 @@ func (tr triager) finish(h *report.Host) {
 		r := diagnose.CheckReadiness(h.Snapshot, h.Result, *tr.job)
 		h.Readiness = &r
 	}
+	diagnose.Retain(&h.Result)
 	h.Snapshot = reportView(h.Snapshot)
 	if c := h.Capture; c != nil {
 		h.CaptureSize, h.Capture = len(c), nil
@@ -311,7 +313,7 @@ func reportView(s *parse.Snapshot) *parse.Snapshot {
 	if s == nil {
 		return nil
 	}
-	v := &parse.Snapshot{Host: s.Host, SMI: s.SMI, GPUs: s.GPUs, Shm: s.Shm, Notes: s.Notes,
+	v := &parse.Snapshot{Host: s.Host, SMI: s.SMI, GPUs: parse.CloneGPUs(s.GPUs), Shm: s.Shm, Notes: s.Notes,
 		Sections: s.Sections, Truncated: s.Truncated}
 	v.Shm.Entries = nil
 	return v
