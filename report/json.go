@@ -307,6 +307,9 @@ type jsonReason struct {
 	JobUser     *string  `json:"job_user"`
 	Node        *string  `json:"node"`
 	GPUs        []int    `json:"gpus"`
+	Parent      *int     `json:"parent"`
+	ParentName  *string  `json:"parent_name"`
+	Other       *int     `json:"other_pid"`
 }
 
 type jsonAction struct {
@@ -452,7 +455,8 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			Unit: optStr(r.Unit), State: optStr(r.State), Result: optStr(r.Result), Paths: validAll(r.Paths),
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
 			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
-			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs)})
+			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
+			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other)})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}
