@@ -239,6 +239,15 @@ type jsonGPU struct {
 	MinorNumber       *int    `json:"minor_number"`
 }
 
+// jsonLauncher is what started a worker: its PID and name, the worker's place among its GPU
+// processes and their number.
+type jsonLauncher struct {
+	PID     int    `json:"pid"`
+	Name    string `json:"name"`
+	Worker  int    `json:"worker"`
+	Workers int    `json:"workers"`
+}
+
 type jsonProcess struct {
 	PID            int              `json:"pid"`
 	User           *string          `json:"user"`
@@ -248,6 +257,8 @@ type jsonProcess struct {
 	Program        *string          `json:"program"`
 	Engine         *string          `json:"engine"`
 	ParentArgv     []string         `json:"parent_argv"`
+	Launcher       *jsonLauncher    `json:"launcher"`
+	LauncherGone   bool             `json:"launcher_gone"`
 	State          *string          `json:"state"`
 	PPID           *int             `json:"ppid"`
 	ElapsedSeconds *int64           `json:"elapsed_seconds"`
@@ -433,6 +444,10 @@ func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 	if len(p.ParentArgv) > 0 {
 		j.ParentArgv = validAll(p.ParentArgv)
 	}
+	if p.LauncherPID != 0 {
+		j.Launcher = &jsonLauncher{PID: p.LauncherPID, Name: validUTF8(p.Launcher), Worker: p.WorkerIndex, Workers: p.Workers}
+	}
+	j.LauncherGone = p.LauncherGone
 	for gpu, v := range p.GPUMemoryMiB {
 		j.GPUMemoryMiB[strconv.Itoa(gpu)] = v
 	}
