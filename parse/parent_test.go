@@ -263,7 +263,7 @@ func TestProbeWorkerParent(t *testing.T) {
 				t.Fatal(err)
 			}
 			if want := fmt.Sprintf("parent PID %d: %s", srv.pid, strings.Join(srv.argv, " ")); !strings.Contains(out.String(), want) ||
-				!strings.Contains(out.String(), "vllm serve worker") {
+				!strings.Contains(out.String(), fmt.Sprintf("vllm serve /x (PID %d)", srv.pid)) {
 				t.Errorf("report -v lacks %q or the program:\n%s", want, out.String())
 			}
 		})

@@ -114,7 +114,8 @@ var trainArgs = []string{"--config", "configs/llama-8b.yaml", "--max-steps", "20
 func TestStagedTree(t *testing.T) {
 	cases := []struct {
 		name string
-		// build stages the host; what it adds to said must appear in the text report.
+		// build stages the host; what it adds to said must appear in the Markdown report
+		// (the text report's table clips its "who" column).
 		build func(s *stage, said *[]string) expect
 	}{
 		{"the TP workers of a SIGKILLed vllm serve", func(s *stage, said *[]string) expect {
@@ -194,8 +195,8 @@ func TestStagedTree(t *testing.T) {
 			r := s.run()
 			checkStaged(t, r, want)
 			for _, x := range said {
-				if !strings.Contains(r.text, x) {
-					t.Errorf("the text report does not say %q:\n%s", x, r.text)
+				if !strings.Contains(r.md, x) {
+					t.Errorf("the Markdown report does not say %q:\n%s", x, r.md)
 				}
 			}
 		})
