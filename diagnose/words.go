@@ -31,7 +31,7 @@ func reasonWords(r Reason) string {
 	case ReasonZombie:
 		return "it is a zombie (state Z): it has exited but its parent" + zombieParentWords(r) + " has not reaped it"
 	case ReasonZombieLeader:
-		return "its main thread has exited (state Z, no command line) but " + r.Detail + " of its threads still run and hold its memory"
+		return "its main thread has exited (state Z, no command line) but its other threads (" + r.Detail + ") still run and hold its memory"
 	case ReasonOrphanedWorker, ReasonOlderGeneration:
 		return treeWords(r)
 	case ReasonStopped:

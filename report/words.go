@@ -35,7 +35,7 @@ func reasonPhrase(r diagnose.Reason, shmListed bool) string {
 	case diagnose.ReasonZombie:
 		s = "it is a zombie (state Z)"
 	case diagnose.ReasonZombieLeader:
-		s = "its main thread exited (state Z), " + r.Detail + " threads run on"
+		s = "its main thread exited (state Z) while its other threads run on"
 	case diagnose.ReasonOrphanedWorker:
 		s = "a " + r.Detail + " whose launcher died (re-parented to PID " + strconv.Itoa(r.Parent) + ")"
 	case diagnose.ReasonOlderGeneration:
