@@ -385,3 +385,52 @@ func TestProbeParentsChosen(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeAncestorsToInit: the probe describes a GPU holder's ancestors level by level up to
+// PID 1 (here a leaf, two shells above it and this test's own process above them), each as a
+// parent, with its user, start time, state and threads; the leaf's Threads too.
+func TestProbeAncestorsToInit(t *testing.T) {
+	needRootLinux(t)
+	cmd := exec.Command("sh", "-c", `sh -c 'sleep 600 & wait' & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	var chain []int // leaf, inner sh, outer sh
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		chain = descend(cmd.Process.Pid)
+		if len(chain) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sleep under two shells: %v", chain)
+		}
+	}
+	s, _ := probe(t, smiListing(t, 0, chain[0]))
+	leaf := proc(s, chain[0])
+	if leaf == nil || leaf.ParentOnly || leaf.Threads == nil || *leaf.Threads != 1 {
+		t.Fatalf("leaf %d: %+v", chain[0], leaf)
+	}
+	for _, pid := range append(chain[1:], os.Getpid()) {
+		p := proc(s, pid)
+		if p == nil || !p.ParentOnly || p.UID == nil || p.StartTime == nil || p.State == "" || p.Threads == nil || len(p.Argv) == 0 {
+			t.Errorf("ancestor %d: %+v", pid, p)
+		}
+	}
+}
+
+// descend is pid, its first child, that one's first child and so on, deepest first.
+func descend(pid int) []int {
+	var out []int
+	for cur := pid; cur > 0; {
+		out = append([]int{cur}, out...)
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cur, cur))
+		f := strings.Fields(string(b))
+		cur = 0
+		if len(f) > 0 {
+			cur, _ = strconv.Atoi(f[0])
+		}
+	}
+	return out
+}
