@@ -95,19 +95,23 @@ func (h *host) killAction(gp *GPUProcess) Action {
 		Steps: []Command{{Line: first}, {Line: "sleep 30; kill -0 " + pid + " 2>/dev/null && " + sudo + "kill -9 " + pid}}}
 }
 
-// zombieAction: a zombie cannot be killed, only reaped by its parent. Killing the parent
-// hands it to init, which reaps it. A zombie that still holds GPU memory has threads stuck
-// in the driver; those show as D in ps.
+// zombieAction: a zombie leader whose other threads run on is a running process, and SIGKILL
+// ends it. A true zombie cannot be killed, only reaped by its parent: killing the parent hands
+// it to init, which reaps it, and that is suggested only when the parent is the same user's
+// ordinary process (zombieParent), never PID 1, a container's init, a unit's main process or
+// another user's process. A zombie that still holds GPU memory has threads stuck in the
+// driver; those show as D in ps.
 func (h *host) zombieAction(gp *GPUProcess) Action {
 	pid := strconv.Itoa(gp.PID)
+	if zombieLeader(h.procByPID[gp.PID]) {
+		return Action{Kind: ActionKill, Target: pid, PIDs: []int{gp.PID}, Frees: h.frees([]int{gp.PID}),
+			Steps: []Command{{Line: h.sudo(gp.UID) + "kill -9 " + pid, Note: "its main thread has exited: only SIGKILL reaches the threads that run on"}}}
+	}
 	a := Action{Kind: ActionReapZombie, Target: pid, PIDs: []int{gp.PID}}
-	if gp.PPID != nil && *gp.PPID > 1 {
-		var owner *int
-		if parent := h.procByPID[*gp.PPID]; parent != nil {
-			owner = parent.UID
-		}
-		a.PIDs = append(a.PIDs, *gp.PPID)
-		a.Steps = append(a.Steps, Command{Line: h.sudo(owner) + "kill " + strconv.Itoa(*gp.PPID), Note: "the parent, which should have reaped " + pid})
+	var r Reason
+	if h.zombieParent(gp, &r); r.Detail == "" {
+		a.PIDs = append(a.PIDs, r.Parent)
+		a.Steps = append(a.Steps, Command{Line: h.sudo(gp.UID) + "kill " + strconv.Itoa(r.Parent), Note: "the parent, which should have reaped " + pid})
 	}
 	slices.Sort(a.PIDs)
 	a.Frees = h.frees(a.PIDs)

@@ -25,6 +25,18 @@ const (
 	ReasonModelPathGone  ReasonCode = "model-path-gone" // the model path on its command line is gone
 	ReasonOrphaned       ReasonCode = "orphaned"        // parent PID 1, outside any service, container or job
 	ReasonMuchOlder      ReasonCode = "much-older"      // much older than the comparable GPU work
+	// ReasonOrphanedWorker: a launcher's child by its nature (Detail: "vLLM worker", "Ray
+	// worker", "multiprocessing worker") whose launcher died: it, or its launcher's worker
+	// Other, was re-parented to Parent (PID 1, a namespace's init, a service manager or shell;
+	// ParentName its name).
+	ReasonOrphanedWorker ReasonCode = "orphaned-worker"
+	// ReasonOlderGeneration: an older copy of PID Other (the same command line, the same user,
+	// on a GPU both hold) whose launcher died (re-parented to Parent, ParentName) while
+	// Other's lives; Age is how much earlier it started.
+	ReasonOlderGeneration ReasonCode = "older-generation"
+	// ReasonZombieLeader: state Z with Detail threads still running (Threads: in
+	// /proc/PID/status): its main thread exited, the process runs on and SIGKILL ends it.
+	ReasonZombieLeader ReasonCode = "zombie-leader"
 )
 
 // Reason codes of probe-limited: what the probe could not see. A strong one makes the
@@ -70,6 +82,13 @@ type Reason struct {
 	// Orphaned is set on much-older when the process is orphaned too (the two are one
 	// strong reason together).
 	Orphaned bool
+	// Parent is the PID that adopted the process or its launcher's worker (orphaned-worker,
+	// older-generation), or a zombie's parent (zombie); ParentName its name (comm). Other is
+	// the newer generation's PID (older-generation), or the launcher's worker that was
+	// re-parented when it is not the process itself (orphaned-worker).
+	Parent     int
+	ParentName string
+	Other      int
 	// Note is a probe note's code (probe-note); Detail the text the reason names: the
 	// note's message, the probe's user (not-root), a section's name, a GPU UUID.
 	Note, Detail string

@@ -113,6 +113,15 @@ type GPUProcess struct {
 	// kept its parent's command line, when the probe captured the parent (it describes the
 	// parents of the processes it describes, one level up).
 	ParentArgv []string
+	// Launcher is what started a worker (a multiprocessing child, a vLLM, SGLang or Ray
+	// worker process, a fork), when the probe described it: the nearest ancestor that is not
+	// a worker itself, as program and model ("vllm serve meta-llama/Llama-3.1-8B"), with its
+	// PID, the worker's place among that launcher's GPU processes (by PID, from 0) and their
+	// number. LauncherGone is set instead when the worker's launcher died (orphaned-worker).
+	Launcher             string
+	LauncherPID          int
+	WorkerIndex, Workers int
+	LauncherGone         bool
 	// Name is nvidia-smi's process_name, or the kernel's comm when nvidia-smi did not list it.
 	Name    string
 	State   string

@@ -168,9 +168,15 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 	if ref, older, ok := h.strayInUnit(gp); ok {
 		v.add(Reason{Code: ReasonStrayInUnit, Strong: older, Older: older, PID: pid, Unit: h.unitLabel(ref)})
 	}
+	switch {
+	case zombieLeader(p):
+		v.add(Reason{Code: ReasonZombieLeader, Strong: true, PID: pid, State: p.State, Detail: strconv.Itoa(*p.Threads - 1)})
+	case p.State == "Z":
+		r := Reason{Code: ReasonZombie, Strong: true, PID: pid, State: p.State}
+		h.zombieParent(gp, &r)
+		v.add(r)
+	}
 	switch p.State {
-	case "Z":
-		v.add(Reason{Code: ReasonZombie, Strong: true, PID: pid, State: p.State})
 	case "T":
 		v.add(Reason{Code: ReasonStopped, Strong: true, PID: pid, State: p.State})
 	case "t":
@@ -180,12 +186,19 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 	for _, r := range h.slurmReasons(gp) {
 		v.add(r)
 	}
+	tree := false
+	for _, judge := range []func(*GPUProcess) (Reason, bool){h.orphanedWorker, h.olderGeneration} {
+		if r, ok := judge(gp); ok {
+			v.add(r)
+			tree = true
+		}
+	}
 	orphan := gp.PPID != nil && *gp.PPID == 1 && !managed(gp)
 	age, than, older := h.muchOlder(gp)
 	switch {
 	case older:
 		v.add(Reason{Code: ReasonMuchOlder, Strong: orphan, Orphaned: orphan, PID: pid, Age: age, Than: than})
-	case orphan:
+	case orphan && !tree: // the tree's reasons say it, and more
 		v.add(Reason{Code: ReasonOrphaned, PID: pid})
 	}
 	return v

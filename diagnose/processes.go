@@ -44,6 +44,9 @@ type host struct {
 	// oldest first, each by its oldest process: enough to answer "how old is the oldest other
 	// job" in O(1). Built on first use.
 	oldestJobs map[string][]jobAge
+	// newestLive is, per user and command line and then per GPU, the newest GPU process
+	// whose launcher lives (olderGeneration); built on first use.
+	newestLive map[string]map[int]*GPUProcess
 
 	// groups are, per action on a unit, container, pod or job (Kind and Target), the GPU
 	// processes it ends and what it frees; shmKeepers, per deleted /dev/shm file, the live

@@ -176,18 +176,61 @@ func clip(s string) string {
 // The probe describes parents one level up, so a worker's grandparent is known only when its
 // parent is described in its own right (it holds a GPU or a deleted /dev/shm file).
 func (h *host) setPrograms() {
+	byLauncher := map[int][]*GPUProcess{}
 	for i := range h.procs {
 		gp := &h.procs[i]
 		gp.Program, gp.Engine = programOf(gp.Argv, gp.Name)
+		if _, gone := h.orphanedWorker(gp); gone {
+			gp.LauncherGone = true // its parent is what adopted it, not what runs
+			continue
+		}
 		parent := h.parentOf(h.procByPID[gp.PID])
-		if parent == nil || (gp.Program != workerProgram && !slices.Equal(gp.Argv, parent.Argv)) {
+		titled := gp.Program != workerProgram && childKind(gp.Argv) != ""
+		if parent == nil || (gp.Program != workerProgram && !titled && !slices.Equal(gp.Argv, parent.Argv)) {
 			continue
 		}
 		gp.ParentArgv = parent.Argv
-		if program, engine, ok := h.launcher(parent); ok {
-			gp.Program, gp.Engine = clip(program+" worker"), engine
+		if lp, program, engine, ok := h.launcher(parent); ok {
+			if !titled {
+				gp.Program, gp.Engine = clip(program+" worker"), engine
+			}
+			gp.Launcher, gp.LauncherPID = launcherText(program, lp.Argv), lp.PID
+			byLauncher[lp.PID] = append(byLauncher[lp.PID], gp)
 		}
 	}
+	for _, ws := range byLauncher {
+		for i, gp := range ws { // h.procs is sorted by PID
+			gp.WorkerIndex, gp.Workers = i, len(ws)
+		}
+	}
+}
+
+// launcherText names a launcher by its program and the model it serves, when its command
+// line names one: "vllm serve meta-llama/Llama-3.1-8B", "sglang.launch_server Qwen/Qwen3-8B".
+func launcherText(program string, argv []string) string {
+	if m := modelOf(argv); m != "" && !strings.Contains(program, m) {
+		return clip(program + " " + m)
+	}
+	return program
+}
+
+// modelOf is the model a command line names: the value of --model, --model-path or
+// --model-name-or-path, or the positional argument after "serve".
+func modelOf(argv []string) string {
+	for i, a := range argv {
+		for _, f := range []string{"--model", "--model-path", "--model_path", "--model-name-or-path"} {
+			if v, ok := strings.CutPrefix(a, f+"="); ok {
+				return v
+			}
+			if a == f && i+1 < len(argv) {
+				return argv[i+1]
+			}
+		}
+		if a == "serve" && i+1 < len(argv) && !strings.HasPrefix(argv[i+1], "-") {
+			return argv[i+1]
+		}
+	}
+	return ""
 }
 
 // parentOf is p's parent when the probe described it with a command line and it is p's
@@ -206,14 +249,16 @@ func (h *host) parentOf(p *parse.Process) *parse.Process {
 	return parent
 }
 
-// launcher names what started the workers of p: p's program, or when p is a multiprocessing
-// child itself (a forkserver, a spawned engine core), its nearest captured ancestor's.
-func (h *host) launcher(p *parse.Process) (program, engine string, ok bool) {
+// launcher is what started the workers of p, with its program: p, or when p is a worker
+// itself (a forkserver, a spawned engine core, VLLM::EngineCore), its nearest captured
+// ancestor that is not.
+func (h *host) launcher(p *parse.Process) (lp *parse.Process, program, engine string, ok bool) {
 	for steps := 0; p != nil && steps < maxAncestry; steps++ {
-		if program, engine = programOf(p.Argv, p.Comm); program != workerProgram {
-			return program, engine, true
+		if childKind(p.Argv) == "" {
+			program, engine = programOf(p.Argv, p.Comm)
+			return p, program, engine, true
 		}
 		p = h.parentOf(p)
 	}
-	return "", "", false
+	return nil, "", "", false
 }

@@ -29,7 +29,11 @@ func reasonWords(r Reason) string {
 		}
 		return s
 	case ReasonZombie:
-		return "it is a zombie (state Z): it has exited but its parent has not reaped it"
+		return "it is a zombie (state Z): it has exited but its parent" + zombieParentWords(r) + " has not reaped it"
+	case ReasonZombieLeader:
+		return "its main thread has exited (state Z, no command line) but its other threads (" + r.Detail + ") still run and hold its memory"
+	case ReasonOrphanedWorker, ReasonOlderGeneration:
+		return treeWords(r)
 	case ReasonStopped:
 		return "it is stopped (state T, e.g. suspended with Ctrl-Z or SIGSTOP)"
 	case ReasonTraced:

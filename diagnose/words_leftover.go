@@ -24,8 +24,8 @@ func (h *host) leftoverWords(f *Finding, gp *GPUProcess) {
 	var ex strings.Builder
 	fmt.Fprintf(&ex, "PID %d %s, but it looks left over from an earlier run: %s. ", gp.PID, holds, reasonsWords(f.Reasons))
 	ex.WriteString("Until it exits, that GPU memory is unavailable to new jobs, and a tensor-parallel job that spans these GPUs will refuse to start or run out of memory. ")
-	if slices.ContainsFunc(f.Reasons, func(r Reason) bool { return r.Code == ReasonZombie }) {
-		ex.WriteString("A zombie cannot be killed: its parent has to reap it, which happens when the parent exits. A zombie that still holds GPU memory usually has threads stuck in the driver; if killing the parent does not free it, only a reboot will.")
+	if i := slices.IndexFunc(f.Reasons, func(r Reason) bool { return r.Code == ReasonZombie }); i >= 0 {
+		ex.WriteString(zombieFixWords(f.Reasons[i]))
 	} else {
 		ex.WriteString("Stop it with the commands below (gputriage never runs them); check first that nobody still needs it.")
 	}

@@ -167,6 +167,9 @@ func unsafeTarget(p *parse.Process, bootKnown bool) (why, instead string) {
 		return "the probe did not capture the host's boot id, so a reused PID could not be told apart", "update gputriage on this side (the probe sends boot_id) and probe again"
 	case p.PID <= 1:
 		return "PID 1 is the host's init", "never signal it; reboot the host if you must"
+	case p.State == "Z" && p.Threads != nil && *p.Threads > 1:
+		return "a zombie leader: its main thread exited while its other threads run on, so its command line is gone and fix cannot check it is the process the finding names",
+			"check its threads (ps -L -p PID), then kill -9 it by hand: SIGKILL reaches them"
 	case p.State == "Z":
 		return "a zombie: it has exited and cannot be signalled", "end its parent, which should reap it"
 	case p.State == "D":

@@ -263,7 +263,7 @@ func TestProbeWorkerParent(t *testing.T) {
 				t.Fatal(err)
 			}
 			if want := fmt.Sprintf("parent PID %d: %s", srv.pid, strings.Join(srv.argv, " ")); !strings.Contains(out.String(), want) ||
-				!strings.Contains(out.String(), "vllm serve worker") {
+				!strings.Contains(out.String(), fmt.Sprintf("vllm serve /x (PID %d)", srv.pid)) {
 				t.Errorf("report -v lacks %q or the program:\n%s", want, out.String())
 			}
 		})
@@ -384,4 +384,53 @@ func TestProbeParentsChosen(t *testing.T) {
 			t.Errorf("described %q parents %q room %d: %q %v, want %q", tt.described, tt.parents, tt.room, got, err, tt.want)
 		}
 	}
+}
+
+// TestProbeAncestorsToInit: the probe describes a GPU holder's ancestors level by level up to
+// PID 1 (here a leaf, two shells above it and this test's own process above them), each as a
+// parent, with its user, start time, state and threads; the leaf's Threads too.
+func TestProbeAncestorsToInit(t *testing.T) {
+	needRootLinux(t)
+	cmd := exec.Command("sh", "-c", `sh -c 'sleep 600 & wait' & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	var chain []int // leaf, inner sh, outer sh
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		chain = descend(cmd.Process.Pid)
+		if len(chain) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sleep under two shells: %v", chain)
+		}
+	}
+	s, _ := probe(t, smiListing(t, 0, chain[0]))
+	leaf := proc(s, chain[0])
+	if leaf == nil || leaf.ParentOnly || leaf.Threads == nil || *leaf.Threads != 1 {
+		t.Fatalf("leaf %d: %+v", chain[0], leaf)
+	}
+	for _, pid := range append(chain[1:], os.Getpid()) {
+		p := proc(s, pid)
+		if p == nil || !p.ParentOnly || p.UID == nil || p.StartTime == nil || p.State == "" || p.Threads == nil || len(p.Argv) == 0 {
+			t.Errorf("ancestor %d: %+v", pid, p)
+		}
+	}
+}
+
+// descend is pid, its first child, that one's first child and so on, deepest first.
+func descend(pid int) []int {
+	var out []int
+	for cur := pid; cur > 0; {
+		out = append([]int{cur}, out...)
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cur, cur))
+		f := strings.Fields(string(b))
+		cur = 0
+		if len(f) > 0 {
+			cur, _ = strconv.Atoi(f[0])
+		}
+	}
+	return out
 }

@@ -328,15 +328,17 @@ PIDS=$(
 # model directory marks a leftover. They are looked up under /proc/PID/root, the process's own
 # root (a container's paths are not the host's), and left out when that root cannot be read.
 # The script's arguments: MAX PARENTS_AWK ARGPATHS_AWK DONE PPIDS PID...: DONE are the PIDs
-# already described, PPIDS their parents' PIDs, PID those to describe. Then, one level up, the
-# parents (PPid) of all those that are neither, nor 0 or 1, while the records number fewer
-# than MAX, each with the field "parent" after its pid: a multiprocessing worker's own command
-# line says only "spawn_main", its parent's says what runs. The PPid values are the kernel's
+# already described, PPIDS their parents' PIDs, PID those to describe. Then their ancestors,
+# level by level up to PID 1 (at most 64 levels), each PPid not yet described and not 0 or 1,
+# while the records number fewer than MAX, each with the field "parent" after its pid: a
+# multiprocessing worker's own command line says only "spawn_main", its parent's says what
+# runs, and the chain up to PID 1 tells a dead launcher (a worker re-parented to init or a
+# subreaper) from a live one. The PPid values are the kernel's
 # digits, checked again by awk, and only ever data.
 PROCS_SCRIPT='
 max=$1 pick=$2 argpaths=$3 done=$4 pp=$5
 shift 5
-fields="/^(Name|State|PPid|Uid|NSpid|VmRSS|RssShmem):/ { print \"status \" \$0 } /^[0-9]+:/ { print \"cgroup \" \$0 }"
+fields="/^(Name|State|PPid|Uid|NSpid|VmRSS|RssShmem|Threads):/ { print \"status \" \$0 } /^[0-9]+:/ { print \"cgroup \" \$0 }"
 # ppid STAT: add the PPid in STAT, the field after the state that follows the comm.
 ppid() {
 	r=${1##*") "}
@@ -375,10 +377,17 @@ gone() {
 	return 1
 }
 for p in "$@"; do desc "$p" ""; done
-for p in $(printf "%s %s\n%s\n" "$done" "$*" "$pp" | awk -v room="$((max - $# - $(echo $done | wc -w)))" "$pick"); do desc "$p" parent; done
+seen="$done $*" room=$((max - $# - $(echo $done | wc -w))) lvl=0
+while [ -n "$pp" ] && [ "$room" -gt 0 ] && [ "$lvl" -lt 64 ]; do
+	up=$(printf "%s\n%s\n" "$seen" "$pp" | awk -v room="$room" "$pick")
+	pp=
+	for p in $up; do desc "$p" parent; seen="$seen $p" room=$((room - 1)); done
+	lvl=$((lvl + 1))
+done
 '
-# The parents to describe, from a first line of the PIDs described and a second of their
-# parents' PIDs: each once, none of the first line, not 0 or 1, at most room of them.
+# The parents to describe at one level, from a first line of the PIDs described so far and a
+# second of the last level's parents' PIDs: each once, none of the first line, not 0 or 1, at
+# most room of them.
 PARENTS_AWK='
 NR == 1 { for (i = 1; i <= NF; i++) seen[$i] = 1; next }
 { for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/ && $i > 1 && !($i in seen) && n < room) { seen[$i] = 1; n++; print $i } }'

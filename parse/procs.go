@@ -172,7 +172,7 @@ func singleField(key, val string) uint16 {
 }
 
 // statusKeys are the /proc/PID/status lines the probe keeps.
-var statusKeys = [...]string{"Name", "State", "PPid", "Uid", "NSpid", "VmRSS", "RssShmem"}
+var statusKeys = [...]string{"Name", "State", "PPid", "Uid", "NSpid", "VmRSS", "RssShmem", "Threads"}
 
 func (pb *procBuilder) flush() {
 	p := pb.p
@@ -324,6 +324,15 @@ func parseStatus(p *Process, line string) error {
 		} else {
 			p.RssShmemKiB = &v
 		}
+	case "Threads":
+		if len(f) != 1 {
+			return errorString("want one number")
+		}
+		v, ok := atoiNonNeg(f[0])
+		if !ok {
+			return errorString("bad Threads")
+		}
+		p.Threads = &v
 	}
 	return nil
 }

@@ -135,9 +135,9 @@ type DeviceHolder struct {
 type Process struct {
 	PID  int
 	Gone bool // exited between the scan and the read
-	// ParentOnly marks a process described only as the parent of a described one (the probe
-	// goes one level up): context for naming what a worker runs, not a user of GPUs or
-	// /dev/shm in its own right.
+	// ParentOnly marks a process described only as an ancestor of a described one (the probe
+	// goes up to PID 1): context for naming what a worker runs and whether its launcher
+	// lives, not a user of GPUs or /dev/shm in its own right.
 	ParentOnly bool
 	// Cut: the probe's time bound for this process ran out before its description ended
 	// (field "cut"): the fields after the cut are missing. Parse leaves such a process out
@@ -162,9 +162,12 @@ type Process struct {
 	ArgvTruncated bool
 	Cwd           string
 	NSPIDs        []int // PID in each nested namespace, outermost first
-	RSSKiB        *int64
-	RssShmemKiB   *int64
-	Cgroup        Cgroup
+	// Threads is the kernel's count of the process's threads (Threads: in /proc/PID/status):
+	// a zombie leader (state Z) with more than one still runs in its other threads.
+	Threads     *int
+	RSSKiB      *int64
+	RssShmemKiB *int64
+	Cgroup      Cgroup
 	// Shm lists the /dev/shm files the process maps or holds open.
 	Shm []ShmUse
 	// ModelPaths are the absolute paths given to --model, --model-path and similar flags, and

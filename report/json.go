@@ -239,6 +239,15 @@ type jsonGPU struct {
 	MinorNumber       *int    `json:"minor_number"`
 }
 
+// jsonLauncher is what started a worker: its PID and name, the worker's place among its GPU
+// processes and their number.
+type jsonLauncher struct {
+	PID     int    `json:"pid"`
+	Name    string `json:"name"`
+	Worker  int    `json:"worker"`
+	Workers int    `json:"workers"`
+}
+
 type jsonProcess struct {
 	PID            int              `json:"pid"`
 	User           *string          `json:"user"`
@@ -248,6 +257,8 @@ type jsonProcess struct {
 	Program        *string          `json:"program"`
 	Engine         *string          `json:"engine"`
 	ParentArgv     []string         `json:"parent_argv"`
+	Launcher       *jsonLauncher    `json:"launcher"`
+	LauncherGone   bool             `json:"launcher_gone"`
 	State          *string          `json:"state"`
 	PPID           *int             `json:"ppid"`
 	ElapsedSeconds *int64           `json:"elapsed_seconds"`
@@ -308,9 +319,12 @@ type jsonReason struct {
 	Node        *string  `json:"node"`
 	GPUs        []int    `json:"gpus"`
 	// ConstrainDevices and TaskCgroup: gpu-not-allocated's Slurm device confinement.
-	ConstrainDevices *bool `json:"constrain_devices"`
-	TaskCgroup       *bool `json:"task_cgroup"`
-	Folded           *int  `json:"folded,omitempty"`
+	ConstrainDevices *bool   `json:"constrain_devices"`
+	TaskCgroup       *bool   `json:"task_cgroup"`
+	Folded           *int    `json:"folded,omitempty"`
+	Parent           *int    `json:"parent"`
+	ParentName       *string `json:"parent_name"`
+	Other            *int    `json:"other_pid"`
 }
 
 type jsonAction struct {
@@ -434,6 +448,10 @@ func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 	if len(p.ParentArgv) > 0 {
 		j.ParentArgv = validAll(p.ParentArgv)
 	}
+	if p.LauncherPID != 0 {
+		j.Launcher = &jsonLauncher{PID: p.LauncherPID, Name: validUTF8(p.Launcher), Worker: p.WorkerIndex, Workers: p.Workers}
+	}
+	j.LauncherGone = p.LauncherGone
 	for gpu, v := range p.GPUMemoryMiB {
 		j.GPUMemoryMiB[strconv.Itoa(gpu)] = v
 	}
@@ -457,7 +475,8 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
 			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
 			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
-			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: optInt(r.Folded)})
+			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: optInt(r.Folded),
+			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other)})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}

@@ -355,12 +355,18 @@ func owner(p diagnose.GPUProcess) string {
 }
 
 // programText answers "who" for the process table: the program, its engine, and for a
-// multiprocessing worker whose parent the probe did not capture, that parent's PID.
-// "sglang.launch_server", "tritonserver (Triton)", "worker of PID 20973". The
+// worker its launcher, or for a multiprocessing worker whose launcher the probe did not
+// capture, its parent's PID. "sglang.launch_server", "tritonserver (Triton)",
+// "vllm serve meta-llama/Llama-3.1-8B (PID 20973), worker 0 of 8", "worker of PID 20973". The
 // text is the host's: callers sanitize it for their format.
 func programText(p diagnose.GPUProcess) string {
 	prog := p.Program
-	if p.Program == "multiprocessing worker" && p.PPID != nil {
+	switch {
+	case p.LauncherPID != 0:
+		prog = fmt.Sprintf("%s (PID %d), worker %d of %d", p.Launcher, p.LauncherPID, p.WorkerIndex, p.Workers)
+	case p.LauncherGone:
+		prog += ", its launcher died"
+	case p.Program == "multiprocessing worker" && p.PPID != nil:
 		prog = fmt.Sprintf("worker of PID %d", *p.PPID)
 	}
 	if prog == "" {

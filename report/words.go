@@ -34,6 +34,12 @@ func reasonPhrase(r diagnose.Reason, shmListed bool) string {
 		}
 	case diagnose.ReasonZombie:
 		s = "it is a zombie (state Z)"
+	case diagnose.ReasonZombieLeader:
+		s = "its main thread exited (state Z) while its other threads run on"
+	case diagnose.ReasonOrphanedWorker:
+		s = "a " + r.Detail + " whose launcher died (re-parented to PID " + strconv.Itoa(r.Parent) + ")"
+	case diagnose.ReasonOlderGeneration:
+		s = "an older generation of a live process with its command line; its launcher died"
 	case diagnose.ReasonStopped:
 		s = "it is stopped (state T)"
 	case diagnose.ReasonTraced:

@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +26,14 @@ func WriteModule(dir, module string) error {
 	return os.WriteFile(filepath.Join(pkg, parts[len(parts)-1]+".py"), []byte(serverPy), 0o644)
 }
 
+// python is the interpreter the server runs under, and its ranks.
+func (s Server) python() string {
+	if s.Python == "" {
+		return "python3"
+	}
+	return s.Python
+}
+
 // Env is the environment that makes the server written below dir (WriteModule) behave as s
 // says: the variables server.py reads, with ready the file it creates once its files are in
 // place (its PID in it).
@@ -37,10 +46,17 @@ func (s Server) Env(dir, ready string) []string {
 		"GT_CHILDREN=" + strconv.Itoa(s.Children),
 		"GT_READY=" + ready,
 	}
+	if s.WorkerTitle != "" {
+		env = append(env, "GT_WORKER_TITLE="+s.WorkerTitle)
+	}
+	if s.RankModule != "" {
+		argv, _ := json.Marshal(append([]string{s.python(), "-m", s.RankModule}, s.RankArgs...))
+		env = append(env, "GT_RANK_ARGV="+string(argv), "GT_RANKS="+strconv.Itoa(max(s.Ranks, 1)))
+	}
 	for _, v := range []struct {
 		on   bool
 		name string
-	}{{s.Delete, "GT_DELETE=1"}, {s.Zombie, "GT_ZOMBIE=1"}, {s.IgnoreTerm, "GT_IGNORE_TERM=1"}} {
+	}{{s.Delete, "GT_DELETE=1"}, {s.Zombie, "GT_ZOMBIE=1"}, {s.IgnoreTerm, "GT_IGNORE_TERM=1"}, {s.ZombieLeader, "GT_ZOMBIE_LEADER=1"}} {
 		if v.on {
 			env = append(env, v.name)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,6 +214,19 @@ type Server struct {
 	// Cgroup, when set, is a cgroup v2 directory (see MakeCgroup) the server starts in, so
 	// /proc/PID/cgroup names the unit that directory's path ends in.
 	Cgroup string
+	// WorkerTitle is the process title each of the Children sets, %d its rank
+	// ("VLLM::Worker_TP%d", "ray::RayWorkerWrapper"), as setproctitle does: the title alone
+	// in /proc/PID/cmdline (NUL-padded) and as its name.
+	WorkerTitle string
+	// RankModule, when set, makes the server start Ranks children (one when 0) running
+	// "python3 -m RankModule RankArgs..." with its interpreter: stand-in servers of their own,
+	// like the ranks torchrun -m starts. Children lists them.
+	RankModule string
+	RankArgs   []string
+	Ranks      int
+	// ZombieLeader makes the server's main thread exit once it is ready while another thread
+	// runs on: state Z, an empty command line, two threads (a zombie leader).
+	ZombieLeader bool
 	// Python is the interpreter; python3 on PATH when empty.
 	Python string
 	// UID, when positive, runs the server as that uid and gid (root only), as an unprivileged
@@ -255,13 +269,15 @@ func start(s Server) (*Proc, error) {
 	if p.foreign {
 		p.shmDir = "" // it lives in the other mount namespace's /dev/shm
 	}
-	if err := WriteModule(tmp, s.Module); err != nil {
-		return nil, p.cleanup(err)
+	for _, m := range []string{s.Module, s.RankModule} {
+		if m == "" {
+			continue
+		}
+		if err := WriteModule(tmp, m); err != nil {
+			return nil, p.cleanup(err)
+		}
 	}
-	python := s.Python
-	if python == "" {
-		python = "python3"
-	}
+	python := s.python()
 	ready := filepath.Join(tmp, "ready")
 	argv := append([]string{python, "-m", s.Module}, s.Args...)
 	if s.UID > 0 {
@@ -372,6 +388,16 @@ func (p *Proc) cleanup(err error) error {
 // WorkerPIDs lists the spawned worker processes of pid (multiprocessing spawn children, not
 // its resource tracker), in PID order.
 func WorkerPIDs(pid int) []int {
+	return children(pid, func(cmdline string) bool { return strings.Contains(cmdline, "spawn_main") })
+}
+
+// Children lists pid's child processes whose command line starts with prefix, in PID order.
+func Children(pid int, prefix string) []int {
+	return children(pid, func(cmdline string) bool { return strings.HasPrefix(cmdline, prefix) })
+}
+
+// children lists pid's child processes whose command line matches, in PID order.
+func children(pid int, match func(cmdline string) bool) []int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
 		return nil
@@ -383,11 +409,25 @@ func WorkerPIDs(pid int) []int {
 			continue
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", n))
-		if strings.Contains(string(cmdline), "spawn_main") {
+		if match(string(cmdline)) {
 			out = append(out, n)
 		}
 	}
+	slices.Sort(out)
 	return out
+}
+
+// WaitChildren is Children once pid has n of them (a worker shows its title only once it has
+// set it), or what it has after five seconds.
+func WaitChildren(pid, n int, prefix string) []int {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		cs := Children(pid, prefix)
+		if len(cs) >= n || time.Now().After(deadline) {
+			return cs
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // WaitWorkers is WorkerPIDs once pid has n workers (a spawned worker shows its spawn_main

@@ -11,9 +11,21 @@
 #   GT_CHILDREN    number of spawned worker processes (multiprocessing "spawn", like TP ranks)
 #   GT_ZOMBIE      "1": fork a child that exits at once and is never reaped (a zombie)
 #   GT_IGNORE_TERM "1": ignore SIGTERM (signal.SIG_IGN); only SIGKILL ends the server
+#   GT_WORKER_TITLE process title each spawned worker sets, with %d for its rank (e.g.
+#                  "VLLM::Worker_TP%d"), the way setproctitle does: the title over the argv
+#                  area, padded with NULs, and the same as the thread's name (comm)
+#   GT_RANK_ARGV (JSON list), GT_RANKS: start GT_RANKS children with that command line
+#                  ("python3 -m train ...": stand-in servers, like torchrun's ranks), in this
+#                  environment without the GT_ variables
+#   GT_ZOMBIE_LEADER "1": once ready, the main thread exits (SYS_exit) while another thread
+#                  runs on: a zombie leader (state Z, empty command line, Threads: 2)
 #   GT_READY       file to create once everything is in place: the server's PID, then the
 #                  zombie's PID when there is one
+import ctypes
+import json
 import mmap
+import subprocess
+import threading
 import multiprocessing
 import os
 import shutil
@@ -22,7 +34,21 @@ import sys
 import time
 
 
+def set_title(title):
+    """Writes title over the argv area, NUL-padded, and names the thread after it, as
+    setproctitle does on Linux."""
+    f = open("/proc/self/stat").read()
+    fields = f[f.rindex(")") + 2 :].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48 and 49)
+    t = title.encode()[: end - start - 1]
+    ctypes.memmove(start, t + b"\0" * (end - start - len(t)), end - start)
+    ctypes.CDLL(None).prctl(15, ctypes.c_char_p(t[:15]), 0, 0, 0)  # PR_SET_NAME
+
+
 def worker(rank):
+    title = os.environ.get("GT_WORKER_TITLE", "")
+    if title:
+        set_title(title.replace("%d", str(rank)))
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
     while True:
         time.sleep(3600)
@@ -49,6 +75,12 @@ def main():
         p = ctx.Process(target=worker, args=(r,), daemon=True)
         p.start()
         kids.append(p)
+    ranks = []
+    if os.environ.get("GT_RANK_ARGV"):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GT_")}
+        argv = json.loads(os.environ["GT_RANK_ARGV"])
+        for _ in range(int(os.environ.get("GT_RANKS", "1"))):
+            ranks.append(subprocess.Popen(argv, env=env))
     zombie = 0
     if os.environ.get("GT_ZOMBIE") == "1":
         zombie = os.fork()
@@ -63,9 +95,16 @@ def main():
         os.rename(ready + ".tmp", ready)
 
     def stop(*_):
-        for k in kids:
+        for k in kids + ranks:
             k.terminate()
         sys.exit(0)
+
+    if os.environ.get("GT_ZOMBIE_LEADER") == "1":
+        threading.Thread(target=time.sleep, args=(1 << 30,)).start()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        # SYS_exit ends this thread only (os._exit and sys.exit end the process).
+        nr = {"x86_64": 60, "aarch64": 93}[os.uname().machine]
+        ctypes.CDLL(None).syscall(nr, 0)
 
     if os.environ.get("GT_IGNORE_TERM") == "1":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

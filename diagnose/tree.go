@@ -1,0 +1,247 @@
+package diagnose
+
+import (
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// The process tree: what a GPU holder's ancestors (the probe describes them up to PID 1) say
+// of it. A launcher's child by its nature (a multiprocessing spawn worker, a Ray worker, a
+// vLLM or SGLang worker process) whose parent is not a launcher but a process that adopts
+// orphans was left behind when its launcher died: the kernel re-parented it. That is strong
+// evidence only the kernel gives, and only about the process's own tree: a parent counts only
+// when it started before the child (not a PID reused since) and is root's or the child's own
+// user's, so no user can make another user's process look orphaned.
+
+// childKind is what a process is when by its nature it is a launcher's child ("vLLM worker",
+// "Ray worker", "multiprocessing worker"), or "".
+func childKind(argv []string) string {
+	if len(argv) == 0 {
+		return ""
+	}
+	// A process title ("ray::IDLE", "VLLM::Worker_TP0", "sglang::scheduler_TP0") replaces
+	// the whole command line.
+	if before, _, ok := strings.Cut(argv[0], "::"); ok && !strings.Contains(before, "/") {
+		switch strings.ToLower(before) {
+		case "ray":
+			return "Ray worker"
+		case "vllm":
+			return "vLLM worker"
+		case "sglang", "sgl_diffusion":
+			return "SGLang worker"
+		}
+		return ""
+	}
+	if prog, _ := programOf(argv, ""); prog == workerProgram {
+		return workerProgram
+	}
+	return ""
+}
+
+// adopters are the names (comm) of processes that take in orphans and never launch a
+// worker themselves: inits and subreapers (a container's init, systemd --user), and the
+// shells and session processes a worker's launcher ran under.
+var adopters = []string{
+	"systemd", "init", "tini", "dumb-init", "docker-init", "catatonit", "s6-svscan", "runsvdir",
+	"containerd-shim", "conmon", "sh", "bash", "dash", "zsh", "ash", "fish", "sshd", "sshd-session",
+	"tmux: server", "screen", "SCREEN", "su", "sudo", "login",
+}
+
+// adoptedBy is the process p was re-parented to, when its parent is not a launcher but one
+// that adopts orphans (adopters, or PID 1), and that parent's name ("" for an undescribed
+// PID 1).
+func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
+	if p == nil || p.PPID == nil {
+		return 0, "", false
+	}
+	pp := *p.PPID
+	parent := h.procByPID[pp]
+	if pp == 1 {
+		if parent != nil {
+			name = parent.Comm
+		}
+		return 1, name, true
+	}
+	if parent == nil || parent.Gone || !slices.Contains(adopters, parent.Comm) {
+		return 0, "", false
+	}
+	if parent.StartTime == nil || p.StartTime == nil || parent.StartTime.After(*p.StartTime) {
+		return 0, "", false // a PID reused since, or not known not to be
+	}
+	if parent.UID == nil || p.UID == nil || (*parent.UID != 0 && *parent.UID != *p.UID) {
+		return 0, "", false
+	}
+	return pp, parent.Comm, true
+}
+
+// orphanedWorker is the orphaned-worker reason for gp, when gp is a launcher's child by its
+// nature and it, or the nearest ancestor of its kind it runs under (a vLLM engine core
+// whose API server died), was re-parented to an adopter.
+func (h *host) orphanedWorker(gp *GPUProcess) (Reason, bool) {
+	p := h.procByPID[gp.PID]
+	kind := ""
+	if p != nil {
+		kind = childKind(p.Argv)
+	}
+	if kind == "" {
+		return Reason{}, false
+	}
+	cur := p
+	for range maxAncestry {
+		if pid, name, ok := h.adoptedBy(cur); ok {
+			r := Reason{Code: ReasonOrphanedWorker, Strong: true, PID: gp.PID, Detail: kind, Parent: pid, ParentName: name}
+			if cur.PID != gp.PID {
+				r.Other = cur.PID
+			}
+			return r, true
+		}
+		parent := h.parentOf(cur)
+		if parent == nil || childKind(parent.Argv) == "" || !sameOwner(parent, cur) {
+			return Reason{}, false
+		}
+		cur = parent
+	}
+	return Reason{}, false
+}
+
+func sameOwner(a, b *parse.Process) bool {
+	return a.UID != nil && b.UID != nil && *a.UID == *b.UID
+}
+
+// olderGeneration is the older-generation reason for gp: another GPU process of the same
+// user runs exactly gp's command line on a GPU gp holds too, started later, under a launcher
+// that lives, while gp's launcher died (gp was re-parented to an adopter). A torchrun
+// restart or a redeployment left gp behind; the newer one is the live generation.
+func (h *host) olderGeneration(gp *GPUProcess) (Reason, bool) {
+	p := h.procByPID[gp.PID]
+	key, ok := generationKey(p)
+	if !ok {
+		return Reason{}, false
+	}
+	adopter, name, orphan := h.adoptedBy(p)
+	if !orphan {
+		return Reason{}, false
+	}
+	for _, g := range gp.GPUs {
+		o := h.newestLiveGeneration()[key][g]
+		if o == nil || o.PID == gp.PID {
+			continue
+		}
+		q := h.procByPID[o.PID]
+		if q.StartTime.After(*p.StartTime) {
+			return Reason{Code: ReasonOlderGeneration, Strong: true, PID: gp.PID, Other: o.PID, Parent: adopter, ParentName: name,
+				Age: q.StartTime.Sub(*p.StartTime)}, true
+		}
+	}
+	return Reason{}, false
+}
+
+// generationKey is what two generations of one program share: the user and the whole
+// command line; ok is false when either is unknown, or the start time is.
+func generationKey(p *parse.Process) (string, bool) {
+	if p == nil || p.Gone || len(p.Argv) == 0 || p.ArgvTruncated || p.StartTime == nil || p.UID == nil {
+		return "", false
+	}
+	return strconv.Itoa(*p.UID) + "\x00" + strings.Join(p.Argv, "\x00"), true
+}
+
+// newestLiveGeneration indexes, by generationKey and GPU, the newest GPU process whose
+// launcher is described and lives (not re-parented to an adopter).
+func (h *host) newestLiveGeneration() map[string]map[int]*GPUProcess {
+	if h.newestLive != nil {
+		return h.newestLive
+	}
+	h.newestLive = map[string]map[int]*GPUProcess{}
+	for i := range h.procs {
+		o := &h.procs[i]
+		q := h.procByPID[o.PID]
+		key, ok := generationKey(q)
+		if !ok || h.parentOf(q) == nil {
+			continue
+		}
+		if _, _, dead := h.adoptedBy(q); dead {
+			continue
+		}
+		byGPU := h.newestLive[key]
+		if byGPU == nil {
+			byGPU = map[int]*GPUProcess{}
+			h.newestLive[key] = byGPU
+		}
+		for _, g := range o.GPUs {
+			if cur := byGPU[g]; cur == nil || q.StartTime.After(*h.procByPID[cur.PID].StartTime) {
+				byGPU[g] = o
+			}
+		}
+	}
+	return h.newestLive
+}
+
+// adopterWords names the process a worker was re-parented to: "PID 1 (systemd)", "bash (PID 812)".
+func adopterWords(pid int, name string) string {
+	switch {
+	case name == "":
+		return "PID " + strconv.Itoa(pid)
+	case pid == 1:
+		return "PID 1 (" + path.Base(name) + ")"
+	}
+	return name + " (PID " + strconv.Itoa(pid) + ")"
+}
+
+// Roles of a zombie's parent (Reason.Detail on zombie), which say whether ending the parent
+// is a fix to suggest: only for the same user's ordinary process ("").
+const (
+	parentInit          = "init"           // PID 1: it reaps by itself; a zombie that stays has it stuck
+	parentContainerInit = "container-init" // a PID namespace's init (Unit: its container, if known)
+	parentUnitMain      = "unit-main"      // a running unit's main process (Unit: the unit)
+	parentOtherUser     = "other-user"     // another user's process
+	parentUnknown       = "unknown"        // not described: gone, or past the probe's bound
+)
+
+// zombieParent judges a true zombie's parent: the reason's Parent, ParentName, and Detail
+// (its role) with Unit (the container or unit that would have to restart).
+func (h *host) zombieParent(gp *GPUProcess, r *Reason) {
+	if gp.PPID == nil {
+		r.Detail = parentUnknown
+		return
+	}
+	r.Parent = *gp.PPID
+	parent := h.procByPID[r.Parent]
+	if parent != nil {
+		r.ParentName = parent.Comm
+	}
+	switch {
+	case r.Parent <= 1:
+		r.Detail = parentInit
+	case parent == nil || parent.Gone:
+		r.Detail = parentUnknown
+	case len(parent.NSPIDs) > 1 && parent.NSPIDs[len(parent.NSPIDs)-1] == 1:
+		r.Detail = parentContainerInit
+		if parent.Cgroup.ContainerID != "" {
+			r.Unit = containerName(parent.Cgroup)
+		}
+	case h.unitMainOf(parent.PID) != "":
+		r.Detail, r.Unit = parentUnitMain, h.unitMainOf(parent.PID)
+	case parent.UID == nil || gp.UID == nil || *parent.UID != *gp.UID:
+		r.Detail = parentOtherUser
+	}
+}
+
+// unitMainOf is the label of the running unit whose main process pid is, or "".
+func (h *host) unitMainOf(pid int) string {
+	for _, u := range h.s.Units {
+		if u.MainPID != nil && *u.MainPID == pid && u.ActiveState == "active" {
+			return h.unitLabel(unitRef{Name: u.Name, UserUID: u.UserManagerUID})
+		}
+	}
+	return ""
+}
+
+// zombieLeader reports whether a process in state Z still runs: its main thread exited while
+// others run on (Threads: above 1).
+func zombieLeader(p *parse.Process) bool {
+	return p != nil && p.State == "Z" && p.Threads != nil && *p.Threads > 1
+}

@@ -1,0 +1,200 @@
+package diagnose
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// treeHost is a host with two GPUs whose processes are procs; each of holders holds 30 GB on
+// GPU i (its place in holders).
+func treeHost(holders []int, procs ...parse.Process) *parse.Snapshot {
+	s := &parse.Snapshot{Host: baseHost(0), GPUs: idleRTX(2), Processes: procs, Shm: okShm()}
+	for i, pid := range holders {
+		s.Apps = append(s.Apps, app(pid, i, 30_000, "python3"))
+		s.GPUs[i].MemoryUsedMiB = i64(30_005)
+	}
+	for i := range s.Processes {
+		if !slices.Contains(holders, s.Processes[i].PID) {
+			s.Processes[i].ParentOnly = true
+		}
+	}
+	return s
+}
+
+// leftoverOf is the leftover-process finding that names pid, or nil.
+func leftoverOf(fs []Finding, pid int) *Finding {
+	for i := range fs {
+		if fs[i].Code == CodeLeftoverProcess && slices.Contains(fs[i].PIDs, pid) {
+			return &fs[i]
+		}
+	}
+	return nil
+}
+
+func reasonOf(f *Finding, code ReasonCode) *Reason {
+	if f == nil {
+		return nil
+	}
+	for i := range f.Reasons {
+		if f.Reasons[i].Code == code {
+			return &f.Reasons[i]
+		}
+	}
+	return nil
+}
+
+func titled(pid, ppid, uid int, age time.Duration, title string) parse.Process {
+	p := proc(pid, ppid, "S", uid, "alice", age, title)
+	return p
+}
+
+var serveArgv = []string{"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.1-8B", "--tensor-parallel-size", "2"}
+
+func TestOrphanedWorkers(t *testing.T) {
+	bash := proc(700, 1, "S", 1000, "alice", 10*time.Hour, "bash")
+	cases := []struct {
+		name   string
+		snap   *parse.Snapshot
+		pid    int
+		orphan bool
+		other  int // the re-parented worker above pid, when not pid
+	}{
+		{"a VLLM::Worker_TP0 under an engine core re-parented to PID 1", treeHost([]int{30},
+			titled(20, 1, 1000, time.Hour, "VLLM::EngineCore"), titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0")), 30, true, 20},
+		{"an sglang scheduler re-parented to the user's shell", treeHost([]int{30},
+			bash, titled(30, 700, 1000, time.Hour, "sglang::scheduler_TP0")), 30, true, 0},
+		{"a Ray actor re-parented to PID 1", treeHost([]int{30}, titled(30, 1, 1000, time.Hour, "ray::RayWorkerWrapper")), 30, true, 0},
+		{"a spawn worker re-parented to PID 1", treeHost([]int{30}, proc(30, 1, "S", 1000, "alice", time.Hour,
+			"/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=4, pipe_handle=6)", "--multiprocessing-fork")), 30, true, 0},
+		{"a worker under another user's bash is not made orphaned", treeHost([]int{30},
+			proc(700, 1, "S", 1001, "mallory", 10*time.Hour, "bash"), titled(30, 700, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
+		{"a bash that started after the worker holds a reused PID", treeHost([]int{30},
+			proc(700, 1, "S", 1000, "alice", time.Minute, "bash"), titled(30, 700, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
+		{"a worker under a live vllm serve", treeHost([]int{30, 31},
+			proc(20, 700, "S", 1000, "alice", time.Hour, serveArgv...), bash,
+			titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1")), 30, false, 0},
+		{"a nohup'd vllm serve alone stays weak", treeHost([]int{20}, proc(20, 1, "S", 1000, "alice", 5*time.Hour, serveArgv...)), 20, false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := Diagnose(c.snap, refTime)
+			f := leftoverOf(res.Findings, c.pid)
+			r := reasonOf(f, ReasonOrphanedWorker)
+			if (r != nil) != c.orphan || (f != nil) != c.orphan {
+				t.Fatalf("orphaned-worker %v, leftover %v; want %v:\n%+v", r != nil, f != nil, c.orphan, res.Findings)
+			}
+			if r != nil && r.Other != c.other {
+				t.Errorf("re-parented worker %d, want %d", r.Other, c.other)
+			}
+		})
+	}
+}
+
+func TestWorkersNamedAsTheirLaunchers(t *testing.T) {
+	s := treeHost([]int{30, 31}, proc(20, 700, "S", 1000, "alice", time.Hour, serveArgv...), proc(700, 1, "S", 1000, "alice", 10*time.Hour, "bash"),
+		titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1"))
+	res := Diagnose(s, refTime)
+	want := map[int]int{30: 0, 31: 1}
+	for _, p := range res.Processes {
+		if w, ok := want[p.PID]; ok && (p.Launcher != "vllm serve meta-llama/Llama-3.1-8B" || p.LauncherPID != 20 || p.WorkerIndex != w || p.Workers != 2) {
+			t.Errorf("PID %d: launcher %q (PID %d), worker %d of %d", p.PID, p.Launcher, p.LauncherPID, p.WorkerIndex, p.Workers)
+		}
+	}
+}
+
+func TestOlderGeneration(t *testing.T) {
+	rank := []string{"/usr/bin/python3", "-u", "train.py", "--config", "llama.yaml"}
+	agent := proc(40, 700, "S", 1000, "alice", 2*time.Hour, "/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node=1", "train.py", "--config", "llama.yaml")
+	bash := proc(700, 1, "S", 1000, "alice", 10*time.Hour, "bash")
+	build := func(newUID int) *parse.Snapshot {
+		old := proc(30, 1, "S", 1000, "alice", 3*time.Hour, rank...)
+		cur := proc(41, 40, "S", newUID, "bob", time.Hour, rank...)
+		a := agent
+		a.UID = ip(newUID)
+		s := treeHost([]int{30}, old, cur, a, bash)
+		s.Apps = append(s.Apps, app(41, 0, 20_000, "python3"))
+		s.Processes[1].ParentOnly = false
+		return s
+	}
+	res := Diagnose(build(1000), refTime)
+	if r := reasonOf(leftoverOf(res.Findings, 30), ReasonOlderGeneration); r == nil || r.Other != 41 {
+		t.Fatalf("the old rank is not named the older generation of PID 41: %+v", res.Findings)
+	}
+	if f := leftoverOf(res.Findings, 41); f != nil {
+		t.Errorf("the live rank is blamed: %s", f.Title)
+	}
+	for _, f := range res.Findings {
+		for _, s := range append([]string{f.Title, f.Explanation}, f.Evidence...) {
+			if strings.Contains(s, "41") && f.Code == CodeLeftoverProcess {
+				t.Errorf("the live generation is named in %q", s)
+			}
+		}
+	}
+	res = Diagnose(build(1001), refTime)
+	if f := leftoverOf(res.Findings, 30); f != nil {
+		t.Errorf("another user's copy makes PID 30 a leftover: %s", f.Explanation)
+	}
+}
+
+func TestZombieParents(t *testing.T) {
+	zombie := func(ppid int) parse.Process { return proc(30, ppid, "Z", 1000, "alice", time.Hour) }
+	cases := []struct {
+		name   string
+		parent parse.Process
+		units  []parse.Unit
+		role   string
+		kill   bool
+		says   string
+	}{
+		{"the same user's ordinary process", proc(20, 700, "S", 1000, "alice", 2*time.Hour, "python3", "launch.py"), nil, "", true, "its parent is the same user's process"},
+		{"another user's process", proc(20, 700, "S", 1001, "bob", 2*time.Hour, "python3", "launch.py"), nil, parentOtherUser, false, "is another user's process"},
+		{"a container's init", func() parse.Process {
+			p := proc(20, 700, "S", 1000, "alice", 2*time.Hour, "tini", "--", "python3", "serve.py")
+			p.NSPIDs = []int{20, 1}
+			p.Cgroup = parse.Cgroup{ContainerID: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", Runtime: "docker"}
+			return p
+		}(), nil, parentContainerInit, false, "only restarting container"},
+		{"a unit's main process", proc(20, 1, "S", 1000, "alice", 2*time.Hour, "python3", "serve.py"),
+			[]parse.Unit{{Name: "serve.service", LoadState: "loaded", ActiveState: "active", SubState: "running", MainPID: ip(20)}}, parentUnitMain, false, "only restarting serve.service would reap it, and that also stops its service"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := treeHost([]int{30}, c.parent, zombie(20))
+			s.Units = c.units
+			res := Diagnose(s, refTime)
+			f := leftoverOf(res.Findings, 30)
+			r := reasonOf(f, ReasonZombie)
+			if r == nil || r.Detail != c.role {
+				t.Fatalf("zombie reason %+v, want role %q", r, c.role)
+			}
+			killsParent := slices.ContainsFunc(f.Fix, func(l string) bool { return strings.HasPrefix(l, "kill 20") })
+			if killsParent != c.kill {
+				t.Errorf("fix kills the parent: %v, want %v:\n%s", killsParent, c.kill, strings.Join(f.Fix, "\n"))
+			}
+			if !strings.Contains(f.Explanation, c.says) {
+				t.Errorf("explanation lacks %q:\n%s", c.says, f.Explanation)
+			}
+		})
+	}
+	t.Run("PID 1", func(t *testing.T) {
+		res := Diagnose(treeHost([]int{30}, zombie(1)), refTime)
+		f := leftoverOf(res.Findings, 30)
+		if r := reasonOf(f, ReasonZombie); r == nil || r.Detail != parentInit || slices.ContainsFunc(f.Fix, func(l string) bool { return strings.HasPrefix(l, "kill") }) {
+			t.Fatalf("zombie of PID 1: %+v\n%s", r, strings.Join(f.Fix, "\n"))
+		}
+	})
+	t.Run("a zombie leader with live threads", func(t *testing.T) {
+		z := zombie(20)
+		z.Threads = ip(3)
+		res := Diagnose(treeHost([]int{30}, proc(20, 1, "S", 1000, "alice", 2*time.Hour, "python3", "launch.py"), z), refTime)
+		f := leftoverOf(res.Findings, 30)
+		if reasonOf(f, ReasonZombieLeader) == nil || reasonOf(f, ReasonZombie) != nil || !slices.ContainsFunc(f.Fix, func(l string) bool { return strings.HasPrefix(l, "kill -9 30 ") }) ||
+			slices.ContainsFunc(f.Fix, func(l string) bool { return strings.Contains(l, "kill 20") }) {
+			t.Fatalf("zombie leader: %+v\n%s", f.Reasons, strings.Join(f.Fix, "\n"))
+		}
+	})
+}
