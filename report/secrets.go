@@ -689,3 +689,7 @@ func maskSecrets(hosts []Host, captures bool) []Host {
 // MaskSecrets masks the credentials in one line of remote text, for messages the CLI prints
 // outside a report (a login banner named on stderr).
 func MaskSecrets(s string) string { return maskText(s) }
+
+// MaskSecretsIn returns a deep copy of v with the credentials in every string it holds masked,
+// as in every report: for host data shown outside one (watch's rounds).
+func MaskSecretsIn[T any](v T) T { return rewriteValue(v, rewriter(secretMasker{})) }

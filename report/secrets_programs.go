@@ -152,7 +152,7 @@ func (ps *progState) mask(prev, w string) string {
 		return w
 	}
 	prev = strings.Trim(prev, `'"`)
-	core := strings.TrimRight(strings.Trim(w, `'"`), ";") // a ';' ends the command in text
+	core := strings.TrimRight(strings.Trim(w, `'"`), ";)") // a ';' ends the command in text, a ')' a sentence's aside
 	for _, r := range ps.prog.flags {
 		switch {
 		case r.next && prev == r.flag && core != "" && !strings.HasPrefix(core, "-"):
@@ -183,7 +183,8 @@ func isOperandWord(w string) bool { return w != "" && w[0] != '-' }
 func (ps *progState) step(prev, w string) {
 	core := strings.Trim(w, `'"`)
 	prevCore := strings.Trim(prev, `'"`)
-	if p, ok := programByName[core[strings.LastIndexByte(core, '/')+1:]]; ok {
+	name := strings.TrimLeft(core, "([{") // a program named in a sentence's aside: (wandb login KEY)
+	if p, ok := programByName[name[strings.LastIndexByte(name, '/')+1:]]; ok {
 		*ps = progState{prog: p}
 		return
 	}
