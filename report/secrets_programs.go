@@ -22,8 +22,8 @@ type progFlag struct {
 // program is what one program's command line hides.
 type program struct {
 	names []string
-	// sub are the words that bring the rules in, in order (a subcommand: "login"); options
-	// may stand between them, but no other operand.
+	// sub are the words that bring the rules in, in order (a subcommand: "login"), with
+	// anything between them (options, their values).
 	sub   []string
 	flags []progFlag
 	// operand: the first operand after sub is a secret (`wandb login KEY`); an operand that
@@ -193,12 +193,11 @@ func (ps *progState) step(prev, w string) {
 	case strings.HasSuffix(core, ";") || core == "|" || core == "||" || core == "&&" || core == "&":
 		*ps = progState{}
 	case !ps.active():
-		// Options may stand before the subcommand (docker --config D login), an operand not.
-		switch {
-		case core == ps.prog.sub[ps.subs]:
+		// Options may stand before the subcommand (docker --config D login), and in text
+		// words of an argument with spaces (a script after -c): only the subcommand's words
+		// bring the rules in, and only the end of the command ends the wait for them.
+		if core == ps.prog.sub[ps.subs] {
 			ps.subs++
-		case isOperandWord(core) && !strings.HasPrefix(prevCore, "-"):
-			*ps = progState{}
 		}
 	case ps.prog.wrapper && isOperandWord(core) && !ps.takesValue(prevCore):
 		*ps = progState{}
