@@ -114,43 +114,66 @@ var knownToken = regexp.MustCompile(`\b(?:hf_[A-Za-z0-9]{20,}|api_org_[A-Za-z]{2
 	`dp\.pt\.[A-Za-z0-9]{40,}|AGE-SECRET-KEY-1[0-9A-Z]{58}|` +
 	`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`)
 
-// secretHints are what every rule above needs in its text (case-insensitively), by first
-// byte: mayHoldSecret lets most strings through untouched without allocating. The names of
-// the programs table are hints too.
-var secretHints = func() (h [256][]string) {
+// secretHint is a piece of text a rule needs: anywhere, or at the start of a word (a token's
+// prefix, which its expression wants after \b), or as a whole word (a program's name: a
+// "docker-ID.scope" names no program).
+type secretHint struct {
+	s     string
+	whole bool
+}
+
+// hintTable holds hints by first byte (lower case), and marks the first two bytes of each:
+// most text has few of them.
+type hintTable struct {
+	by    [256][]secretHint
+	pairs [256][256]bool
+}
+
+func (t *hintTable) add(h secretHint) {
+	t.by[lower(h.s[0])] = append(t.by[lower(h.s[0])], h)
+	t.pairs[lower(h.s[0])][lower(h.s[1])] = true
+}
+
+// anywhereHints and wordHints are what every rule above needs in its text
+// (case-insensitively): mayHoldSecret lets most strings through untouched without
+// allocating. wordHints are tried only at the start of a word: the prefixes of token shapes,
+// and the names of the programs table.
+var anywhereHints, wordHints = func() (any, word *hintTable) {
+	any, word = &hintTable{}, &hintTable{}
 	for _, s := range []string{"key", "token", "pass", "secret", "sk-", "auth", "akia", "bearer", "credential",
-		"cookie", "://", "hf_", "gh", "glpat-", "xox", "nvapi-", "eyj", "jwt",
-		"api_org_", "sk_", "rk_", "xapp-", "a3t", "asia", "abia", "acca", "aiza", "gldt-", "glrt-", "glptt-", "glft-", "glimt-",
-		"glagent-", "gloas-", "glsoat-", "glsa_", "glc_", "npm_", "pypi-", "dapi", "dop_v1_", "pplx-", "pul-", "lin_api_",
-		"shpat_", "sg.", "dp.pt.", "age-secret-key-"} {
-		h[s[0]] = append(h[s[0]], s)
+		"cookie", "_pwd", "://", "hf_", "gh", "glpat-", "xox", "nvapi-", "eyj", "jwt"} {
+		any.add(secretHint{s: s})
+	}
+	for _, s := range []string{"github_pat_", "api_org_", "sk_", "rk_", "xapp-", "a3t", "asia", "abia", "acca", "aiza",
+		"gldt-", "glrt-", "glptt-", "glft-", "glimt-", "glagent-", "gloas-", "glsoat-", "glsa_", "glc_", "npm_", "pypi-",
+		"dapi", "dop_v1_", "pplx-", "pul-", "lin_api_", "shpat_", "sg.", "dp.pt.", "age-secret-key-"} {
+		word.add(secretHint{s: s})
 	}
 	for n := range programByName {
-		h[lower(n[0])] = append(h[lower(n[0])], n)
+		word.add(secretHint{s: n, whole: true})
 	}
-	return h
-}()
-
-// hintPairs marks the first two bytes (lower case) of every hint: most text has few of them.
-var hintPairs = func() (p [256][256]bool) {
-	for _, hs := range secretHints {
-		for _, h := range hs {
-			p[h[0]][h[1]] = true
-		}
-	}
-	return p
+	return any, word
 }()
 
 // mayHoldSecret is a cheap test: false means no rule can match s.
 func mayHoldSecret[T ~string | ~[]byte](s T) bool {
 	for i := 0; i+1 < len(s); i++ {
-		if !hintPairs[lower(s[i])][lower(s[i+1])] {
-			continue
+		a, b := lower(s[i]), lower(s[i+1])
+		if anywhereHints.pairs[a][b] && hintAt(s, i, anywhereHints.by[a]) {
+			return true
 		}
-		for _, h := range secretHints[lower(s[i])] {
-			if hasPrefixFold(s[i:], h) {
-				return true
-			}
+		if wordHints.pairs[a][b] && (i == 0 || !isNameByte(s[i-1])) && hintAt(s, i, wordHints.by[a]) {
+			return true
+		}
+	}
+	return false
+}
+
+// hintAt reports whether one of hints starts at s[i:] (a whole one ending a word).
+func hintAt[T ~string | ~[]byte](s T, i int, hints []secretHint) bool {
+	for _, h := range hints {
+		if hasPrefixFold(s[i:], h.s) && (!h.whole || i+len(h.s) == len(s) || !isNameByte(s[i+len(h.s)])) {
+			return true
 		}
 	}
 	return false
