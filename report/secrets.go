@@ -23,13 +23,13 @@ import (
 //   - NAME=VALUE where NAME (upper-cased) is one of those words or ends in "_" and one of them
 //     (HF_TOKEN=, OPENAI_API_KEY=, AWS_SECRET_ACCESS_KEY=, DB_PASSWORD=, also in a URL's query);
 //   - "NAME": VALUE and 'NAME': VALUE with such a NAME (JSON, Python's dict repr);
-//   - "NAME: VALUE" headers with such a NAME, and "Authorization: [Bearer|Basic|Token] VALUE";
-//     "Bearer VALUE" anywhere;
+//   - "NAME: VALUE" and "NAME:VALUE" headers with such a NAME or a cookie's, in any case,
+//     alone or after '=' or a quote (--header=, http.extraheader=), past a scheme
+//     ("Authorization: Bearer VALUE"); "Bearer VALUE" anywhere (headerSecret);
 //   - the password of a URL's user:password@;
-//   - tokens of a well-known shape wherever they stand: Hugging Face (hf_...), GitHub (ghp_...,
-//     github_pat_...), OpenAI-style (sk-...), Slack (xox?-...), AWS access key ids (AKIA...),
-//     NVIDIA NGC (nvapi-...), GitLab (glpat-...), JSON Web Tokens (eyJ....eyJ....);
-//   - the password options of sshpass, mysql, redis-cli, curl and openssl (programFlags).
+//   - tokens of a well-known shape wherever they stand (knownToken);
+//   - what the programs table says a program's command line hides: short password options,
+//     login subcommands' -p, positional secrets, NAME VALUE settings (secrets_programs.go).
 //
 // In a list of strings (an argv) a credential flag masks the whole next element, and a
 // flag=VALUE or NAME=VALUE element is masked to its end, spaces and all; in other text a value
