@@ -188,12 +188,18 @@ func isUnitName(p string) bool {
 }
 
 // cgroupPod finds a Kubernetes pod UID: "pod<uid>" (cgroupfs driver) or
-// "kubepods-<qos>-pod<uid_with_underscores>.slice" (systemd driver).
+// "kubepods-<qos>-pod<uid_with_underscores>.slice" (systemd driver). As for containers and
+// jobs, none below another unit: whoever may write below a unit's cgroup (a Delegate=yes
+// service, a privileged container) names what lies there, so a "pod<uid>" of theirs names no
+// pod, and must not make a command delete another tenant's.
 func cgroupPod(path string) string {
 	if !strings.Contains(path, "kubepods") {
 		return ""
 	}
 	for _, p := range strings.Split(path, "/") {
+		if isUnitName(p) {
+			return "" // below another unit: its own
+		}
 		if s, ok := strings.CutSuffix(p, ".slice"); ok {
 			if i := strings.LastIndex(s, "-pod"); i >= 0 && strings.HasPrefix(s, "kubepods") {
 				if u := strings.ReplaceAll(s[i+len("-pod"):], "_", "-"); isUID(u) {

@@ -99,6 +99,14 @@ func TestCgroup(t *testing.T) {
 			Path: "/user.slice/user-1000.slice/user@1000.service/slurm/job_77/step_0", Unit: "user@1000.service"}, 1},
 		{"user cgroup named like a pod", "0::/user.slice/user-1000.slice/user@1000.service/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/user@1000.service/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123", Unit: "user@1000.service"}, 1},
+		// The same below a system unit that delegates its subtree (Delegate=yes): the unit's
+		// own, whatever the names.
+		{"delegated unit's cgroup named like a pod (cgroupfs)", "0::/system.slice/ci-runner.service/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/system.slice/ci-runner.service/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123", Unit: "ci-runner.service"}, 1},
+		{"delegated unit's cgroup named like a pod (systemd)", "0::/system.slice/ci-runner.service/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/system.slice/ci-runner.service/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope", Unit: "ci-runner.service"}, 1},
+		{"v1 delegated unit's cgroup named like a pod", "4:memory:/system.slice/ci-runner.service/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555\n1:name=systemd:/system.slice/ci-runner.service\n", Cgroup{
+			Path: "/system.slice/ci-runner.service", Unit: "ci-runner.service"}, 2},
 		{"v1 user cgroup named like a docker container", "4:memory:/user.slice/user-1000.slice/user@1000.service/docker/0123456789abcdef0123\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope"}, 2},
 		{"root only", "0::/\n", Cgroup{Path: "/"}, 1},

@@ -23,13 +23,13 @@ import (
 //   - NAME=VALUE where NAME (upper-cased) is one of those words or ends in "_" and one of them
 //     (HF_TOKEN=, OPENAI_API_KEY=, AWS_SECRET_ACCESS_KEY=, DB_PASSWORD=, also in a URL's query);
 //   - "NAME": VALUE and 'NAME': VALUE with such a NAME (JSON, Python's dict repr);
-//   - "NAME: VALUE" headers with such a NAME, and "Authorization: [Bearer|Basic|Token] VALUE";
-//     "Bearer VALUE" anywhere;
+//   - "NAME: VALUE" and "NAME:VALUE" headers with such a NAME or a cookie's, in any case,
+//     alone or after '=' or a quote (--header=, http.extraheader=), past a scheme
+//     ("Authorization: Bearer VALUE"); "Bearer VALUE" anywhere (headerSecret);
 //   - the password of a URL's user:password@;
-//   - tokens of a well-known shape wherever they stand: Hugging Face (hf_...), GitHub (ghp_...,
-//     github_pat_...), OpenAI-style (sk-...), Slack (xox?-...), AWS access key ids (AKIA...),
-//     NVIDIA NGC (nvapi-...), GitLab (glpat-...), JSON Web Tokens (eyJ....eyJ....);
-//   - the password options of sshpass, mysql, redis-cli, curl and openssl (programFlags).
+//   - tokens of a well-known shape wherever they stand (knownToken);
+//   - what the programs table says a program's command line hides: short password options,
+//     login subcommands' -p, positional secrets, NAME VALUE settings (secrets_programs.go).
 //
 // In a list of strings (an argv) a credential flag masks the whole next element, and a
 // flag=VALUE or NAME=VALUE element is masked to its end, spaces and all; in other text a value
@@ -43,17 +43,29 @@ const secretMask = "***"
 // credentialWords name a credential, in flags (lower case, -) and variables (upper case, _).
 var credentialWords = []string{"api-key", "apikey", "token", "password", "passwd", "secret",
 	"secret-key", "access-key", "private-key", "authorization", "credentials",
-	"key", "pass", "auth", "jwt"}
+	"key", "pass", "auth", "jwt", "authtoken", "pgpassword", "mysql-pwd"}
+
+// isHeaderName reports whether NAME in "NAME: VALUE" names a credential: a credential name,
+// or a cookie (Cookie, Set-Cookie), whose values are sessions.
+func isHeaderName(name string) bool {
+	return isCredentialName(name) || isCredentialNameIn(name, "cookie")
+}
 
 // isCredentialName reports whether a flag, variable or header name names a credential.
 func isCredentialName(name string) bool {
-	n := strings.TrimLeft(name, "-")
 	for _, w := range credentialWords {
-		if k := len(n) - len(w); k >= 0 && matchesNorm(n[k:], w) && (k == 0 || normByte(n[k-1]) == '-') {
+		if isCredentialNameIn(name, w) {
 			return true
 		}
 	}
 	return false
+}
+
+// isCredentialNameIn reports whether a name (leading dashes aside) is w, or ends in "-" and w.
+func isCredentialNameIn(name, w string) bool {
+	n := strings.TrimLeft(name, "-")
+	k := len(n) - len(w)
+	return k >= 0 && matchesNorm(n[k:], w) && (k == 0 || normByte(n[k-1]) == '-')
 }
 
 // normByte reads a name byte as credentialWords spell it: lower case, with _ and . as -.
@@ -88,39 +100,80 @@ func nameBytes(s string) bool {
 	return s != ""
 }
 
-// knownToken matches credentials by their shape.
-var knownToken = regexp.MustCompile(`\b(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|` +
-	`sk-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|nvapi-[A-Za-z0-9_-]{20,}|glpat-[A-Za-z0-9_-]{20,}|` +
+// knownToken matches credentials by their shape: tokens with a prefix of their own, the
+// prefixes taken from gitleaks' rule set (v8.30.1), for the services a GPU host's command
+// lines and logs meet (model hubs, forges, clouds, registries, AI APIs, observability). Its
+// detector itself is not linked: it adds 4.1 MB (+32%) to the binary and 30-90 ms to every
+// start, to mask what a prefix finds in microseconds (see TestTokenShapes, BenchmarkMask64K).
+var knownToken = regexp.MustCompile(`\b(?:hf_[A-Za-z0-9]{20,}|api_org_[A-Za-z]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|` +
+	`sk-[A-Za-z0-9_-]{20,}|(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,}|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,}|` +
+	`(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}|nvapi-[A-Za-z0-9_-]{20,}|` +
+	`gl(?:pat|dt|rt|ptt|ft|imt|agent|oas|soat)-[A-Za-z0-9_-]{20,}|gl(?:sa|c)_[A-Za-z0-9_+/]{32,}={0,3}|` +
+	`npm_[A-Za-z0-9]{36}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{20,}|dapi[a-f0-9]{32}|dop_v1_[a-f0-9]{64}|pplx-[A-Za-z0-9]{40,}|` +
+	`pul-[a-f0-9]{40}|lin_api_[A-Za-z0-9]{40}|shpat_[a-fA-F0-9]{32}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|` +
+	`dp\.pt\.[A-Za-z0-9]{40,}|AGE-SECRET-KEY-1[0-9A-Z]{58}|` +
 	`eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*)`)
 
-// secretHints are what every rule above needs in its text (case-insensitively), by first
-// byte: mayHoldSecret lets most strings through untouched without allocating.
-var secretHints = [256][]string{
-	'k': {"key"}, 't': {"token"}, 'p': {"pass"}, 's': {"secret", "sk-", "sshpass"}, 'a': {"auth", "akia"},
-	'b': {"bearer"}, 'c': {"credential", "curl"}, ':': {"://"}, 'h': {"hf_"}, 'g': {"gh", "glpat-"}, 'x': {"xox"},
-	'm': {"mysql", "mariadb"}, 'r': {"redis-cli"}, 'o': {"openssl"}, 'n': {"nvapi-"}, 'e': {"eyj"}, 'j': {"jwt"},
+// secretHint is a piece of text a rule needs: anywhere, or at the start of a word (a token's
+// prefix, which its expression wants after \b), or as a whole word (a program's name: a
+// "docker-ID.scope" names no program).
+type secretHint struct {
+	s     string
+	whole bool
 }
 
-// hintPairs marks the first two bytes (lower case) of every hint: most text has few of them.
-var hintPairs = func() (p [256][256]bool) {
-	for _, hs := range secretHints {
-		for _, h := range hs {
-			p[h[0]][h[1]] = true
-		}
+// hintTable holds hints by first byte (lower case), and marks the first two bytes of each:
+// most text has few of them.
+type hintTable struct {
+	by    [256][]secretHint
+	pairs [256][256]bool
+}
+
+func (t *hintTable) add(h secretHint) {
+	t.by[lower(h.s[0])] = append(t.by[lower(h.s[0])], h)
+	t.pairs[lower(h.s[0])][lower(h.s[1])] = true
+}
+
+// anywhereHints and wordHints are what every rule above needs in its text
+// (case-insensitively): mayHoldSecret lets most strings through untouched without
+// allocating. wordHints are tried only at the start of a word: the prefixes of token shapes,
+// and the names of the programs table.
+var anywhereHints, wordHints = func() (any, word *hintTable) {
+	any, word = &hintTable{}, &hintTable{}
+	for _, s := range []string{"key", "token", "pass", "secret", "sk-", "auth", "akia", "bearer", "credential",
+		"cookie", "_pwd", "://", "hf_", "gh", "glpat-", "xox", "nvapi-", "eyj", "jwt"} {
+		any.add(secretHint{s: s})
 	}
-	return p
+	for _, s := range []string{"github_pat_", "api_org_", "sk_", "rk_", "xapp-", "a3t", "asia", "abia", "acca", "aiza",
+		"gldt-", "glrt-", "glptt-", "glft-", "glimt-", "glagent-", "gloas-", "glsoat-", "glsa_", "glc_", "npm_", "pypi-",
+		"dapi", "dop_v1_", "pplx-", "pul-", "lin_api_", "shpat_", "sg.", "dp.pt.", "age-secret-key-"} {
+		word.add(secretHint{s: s})
+	}
+	for n := range programByName {
+		word.add(secretHint{s: n, whole: true})
+	}
+	return any, word
 }()
 
 // mayHoldSecret is a cheap test: false means no rule can match s.
 func mayHoldSecret[T ~string | ~[]byte](s T) bool {
 	for i := 0; i+1 < len(s); i++ {
-		if !hintPairs[lower(s[i])][lower(s[i+1])] {
-			continue
+		a, b := lower(s[i]), lower(s[i+1])
+		if anywhereHints.pairs[a][b] && hintAt(s, i, anywhereHints.by[a]) {
+			return true
 		}
-		for _, h := range secretHints[lower(s[i])] {
-			if hasPrefixFold(s[i:], h) {
-				return true
-			}
+		if wordHints.pairs[a][b] && (i == 0 || !isNameByte(s[i-1])) && hintAt(s, i, wordHints.by[a]) {
+			return true
+		}
+	}
+	return false
+}
+
+// hintAt reports whether one of hints starts at s[i:] (a whole one ending a word).
+func hintAt[T ~string | ~[]byte](s T, i int, hints []secretHint) bool {
+	for _, h := range hints {
+		if hasPrefixFold(s[i:], h.s) && (!h.whole || i+len(h.s) == len(s) || !isNameByte(s[i+len(h.s)])) {
+			return true
 		}
 	}
 	return false
@@ -147,18 +200,13 @@ func maskText(s string) string {
 			j++
 		}
 		w, m := s[i:j], s[i:j]
-		// A quote around a word does not change what it says: -H 'Bearer x'.
-		switch lw := strings.Trim(strings.ToLower(w), `'"`); {
+		switch {
 		case ps.mask(prev, w) != w:
 			m, pending = ps.mask(prev, w), false // the value a credential flag announced, masked
-		case pending && lw != "" && !strings.HasPrefix(w, "--") && !authScheme(lw):
-			core := strings.Trim(w, `'"`)
-			open := strings.Index(w, core)
-			m = w[:open] + secretMask + w[open+len(core):]
-			pending = false
+		case pending && isAnnounced(w):
+			m, pending = maskAnnounced(w)
 		default:
-			pending = authScheme(lw) && (pending || lw == "bearer") ||
-				isCredentialFlag(lw) || strings.HasSuffix(lw, ":") && isCredentialName(strings.TrimSuffix(lw, ":"))
+			pending = announces(pending, w)
 			m = maskWord(w, false)
 		}
 		if m != w {
@@ -174,6 +222,34 @@ func maskText(s string) string {
 	}
 	b.WriteString(s[done:])
 	return b.String()
+}
+
+// announces reports whether word w announces that the next word is a secret: a credential
+// flag, a credential header's name, or an authorization scheme after one (or Bearer anywhere).
+// pending says the word before w announced one. A quote around a word does not change what it
+// says: -H 'Bearer x'.
+func announces(pending bool, w string) bool {
+	lw := strings.Trim(strings.ToLower(w), `'"`)
+	at, _, header := headerSecret(w)
+	return authScheme(lw) && (pending || lw == "bearer") || isCredentialFlag(lw) ||
+		header && at == len(strings.TrimRight(w, `'"`))
+}
+
+// isAnnounced reports whether w can be the secret a word before it announced: not a flag,
+// not a scheme, not masked already.
+func isAnnounced(w string) bool {
+	lw := strings.Trim(strings.ToLower(w), `'"`)
+	return lw != "" && !strings.HasPrefix(w, "--") && !authScheme(lw) && !strings.HasPrefix(lw, secretMask)
+}
+
+// maskAnnounced masks w, a secret a word before it announced, its quotes and a ';' that ends
+// a command kept; a cookie's value runs on over "; " (Cookie: a=1; b=2): pending says so.
+func maskAnnounced(w string) (m string, pending bool) {
+	core := strings.TrimRight(strings.Trim(w, `'"`), ";")
+	if core == "" {
+		return w, false
+	}
+	return maskFrom(w, core, 0), len(core) < len(strings.Trim(w, `'"`)) && strings.Contains(core, "=")
 }
 
 func isSep(c byte) bool {
@@ -193,9 +269,65 @@ func maskWord(w string, whole bool) string {
 		return w
 	}
 	w = maskQuotedKeys(w)
+	w = maskHeader(w)
 	w = maskAssignments(w, whole)
 	w = maskURLPassword(w)
 	return knownToken.ReplaceAllString(w, secretMask)
+}
+
+// headerSecret finds a credential header in w: "NAME:VALUE" or "NAME: [SCHEME ]VALUE", NAME
+// (see isHeaderName) at w's start or after '=' or a quote (-H'X-Api-Key: k', --header=Cookie:
+// a=1, http.extraheader=Authorization: Bearer t), in any case. It returns where the value
+// starts, past the scheme when one follows: len(w), quotes aside, when w ends before it; and
+// the quote before NAME, if any, which ends the value too.
+func headerSecret(w string) (at int, quote byte, ok bool) {
+	for c := strings.IndexByte(w, ':'); c >= 0; c = nextByte(w, ':', c+1) {
+		start := c
+		for start > 0 && isNameByte(w[start-1]) {
+			start--
+		}
+		if start > 0 && !strings.ContainsRune(`='"`, rune(w[start-1])) || strings.HasPrefix(w[c:], "://") ||
+			!isHeaderName(w[start:c]) {
+			continue
+		}
+		at = skipSpaces(w, c+1)
+		e := at
+		for e < len(w) && !isSep(w[e]) {
+			e++
+		}
+		if authScheme(strings.ToLower(strings.TrimRight(w[at:e], `'"`))) {
+			at = skipSpaces(w, e)
+		}
+		if start > 0 && w[start-1] != '=' {
+			quote = w[start-1]
+		}
+		return at, quote, true
+	}
+	return 0, 0, false
+}
+
+func nextByte(s string, b byte, from int) int {
+	if k := strings.IndexByte(s[from:], b); k >= 0 {
+		return from + k
+	}
+	return -1
+}
+
+// maskHeader masks the value of a credential header in w to w's end or to the quote that
+// closes it ('Authorization: Bearer t' in a script), a closing quote kept.
+func maskHeader(w string) string {
+	at, quote, ok := headerSecret(w)
+	if !ok {
+		return w
+	}
+	end := len(strings.TrimRight(w, `'"`))
+	if k := strings.IndexByte(w[at:], quote); quote != 0 && k >= 0 {
+		end = at + k
+	}
+	if at >= end || w[at:end] == secretMask {
+		return w
+	}
+	return w[:at] + secretMask + w[end:]
 }
 
 // maskAssignments masks the value after every "NAME=" whose NAME is a credential. NAME is
@@ -338,6 +470,7 @@ func maskURLPassword(w string) string {
 func maskArgv(argv []string) []string {
 	var out []string
 	var ps progState
+	pending := false // the argument before announced a secret: this one is one
 	for i, a := range argv {
 		m, prev := a, ""
 		if i > 0 {
@@ -345,15 +478,18 @@ func maskArgv(argv []string) []string {
 		}
 		switch {
 		case ps.mask(prev, a) != a:
-			m = ps.mask(prev, a)
-		case i > 0 && isCredentialFlag(argv[i-1]) && !strings.HasPrefix(a, "--") && a != "":
-			m = secretMask
+			m, pending = ps.mask(prev, a), false
+		case pending && isAnnounced(a):
+			m, pending = maskAnnounced(a)
 		case !strings.ContainsAny(a, " \t\n"):
+			pending = announces(pending, a)
 			m = maskWord(a, true)
 		default:
-			// Text with spaces ("Authorization: Bearer x", a python -c script): its words, then
-			// a leading assignment to the end ("PASSWORD=two words").
-			m = maskText(maskAssignments(a, true))
+			// Text with spaces: a header's value to the end ("Authorization: Bearer t o k",
+			// "Cookie: a=1; b=2"), a leading assignment to the end ("PASSWORD=two words"),
+			// then its words (a python -c script).
+			m = maskText(maskAssignments(maskHeader(a), true))
+			pending = announces(false, a)
 		}
 		ps.step(prev, a)
 		if m != a && out == nil {
@@ -576,3 +712,7 @@ func maskSecrets(hosts []Host, captures bool) []Host {
 // MaskSecrets masks the credentials in one line of remote text, for messages the CLI prints
 // outside a report (a login banner named on stderr).
 func MaskSecrets(s string) string { return maskText(s) }
+
+// MaskSecretsIn returns a deep copy of v with the credentials in every string it holds masked,
+// as in every report: for host data shown outside one (watch's rounds).
+func MaskSecretsIn[T any](v T) T { return rewriteValue(v, rewriter(secretMasker{})) }

@@ -4,6 +4,7 @@ package report
 
 import (
 	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -114,5 +115,114 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	}
 	if !strings.Contains(md, "--api-key") {
 		t.Error("the Markdown report does not show the process's argv")
+	}
+}
+
+// TestLoginSecretsMaskedLive runs the real probe over real GPU-holding processes started as
+// login commands, header-carrying clients and settings (docker login -p, curl -H with no
+// space after the colon and a cookie, git's http.extraheader, wandb login KEY, aws configure
+// set, mysql -pPASS): no secret may be in any format, in clear or in base64.
+func TestLoginSecretsMaskedLive(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: other processes' /proc entries")
+	}
+	for _, tool := range []string{"python3", "bash", "base64", "find"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(tool + " not installed")
+		}
+	}
+	const s = "liveLOGINsecret"
+	forms := [][]string{
+		{"docker", "login", "-u", "bob", "-p", s + "Docker01", "nvcr.io"},
+		{"curl", "-H", "authorization:Bearer " + s + "Header02", "-H", "Cookie: sid=" + s + "Cookie03", "-b", "a=" + s + "Cookie04", "https://h/"},
+		{"git", "-c", "http.extraheader=Authorization: Bearer " + s + "Git05", "clone", "https://h/r"},
+		{"wandb", "login", s + "Wandb06"},
+		{"aws", "configure", "set", "aws_secret_access_key", s + "Aws07"},
+		{"mysql", "-uroot", "-p" + s + "Mysql08", "db"},
+	}
+	g := scenario.GPU{Index: 0, UUID: "GPU-5ca9ed00-0000-0000-0000-000000000000", Name: "NVIDIA H100 80GB HBM3",
+		BusID: "00000000:18:00.0", TotalMiB: 81559, UsedMiB: 40_005, Driver: "580.95.05"}
+	smi := scenario.SMI{GPUs: []scenario.GPU{g}}
+	var secrets []string
+	for _, argv := range forms {
+		pid := startAs(t, argv)
+		smi.Apps = append(smi.Apps, scenario.App{PID: pid, GPUUUID: g.UUID, UsedMiB: 1000, Name: argv[0]})
+		for _, a := range argv {
+			if i := strings.Index(a, s); i >= 0 {
+				secrets = append(secrets, a[i:])
+			}
+		}
+	}
+	dir := t.TempDir()
+	if err := scenario.WriteFakeSMI(dir, smi); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed02")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := parse.Parse(raw)
+	var argvs strings.Builder
+	for _, pr := range snap.Processes {
+		argvs.WriteString(strings.Join(pr.Argv, " ") + "\n")
+	}
+	for _, sec := range secrets {
+		if !strings.Contains(argvs.String(), sec) {
+			t.Fatalf("the capture does not hold %q: the test proves nothing", sec)
+		}
+	}
+	// The Markdown report's raw capture, masked, parses to argvs without them.
+	masked, _ := parse.Parse(maskCapture(raw))
+	for _, pr := range masked.Processes {
+		for _, sec := range secrets {
+			if strings.Contains(strings.Join(pr.Argv, " "), sec) {
+				t.Errorf("the masked capture's argv %q holds %q", pr.Argv, sec)
+			}
+		}
+	}
+	hosts := []Host{{Name: "live", Snapshot: snap, Result: diagnose.Diagnose(snap, time.Now()), Capture: raw}}
+	for name, f := range map[string]renderFunc{"text": Text, "markdown": Markdown, "json": JSON, "prometheus": Prometheus} {
+		out := render(t, f, hosts, Options{Verbose: true})
+		for _, sec := range secrets {
+			if strings.Contains(out, sec) || strings.Contains(strings.ReplaceAll(out, `\`, ""), sec) || decodesTo(out, sec) {
+				t.Errorf("the %s report shows %q", name, sec)
+			}
+		}
+		if name == "json" && !strings.Contains(out, `"wandb"`) {
+			t.Errorf("the JSON report does not show the processes' argv:\n%.2000s", out)
+		}
+	}
+}
+
+// startAs starts a process whose command line is argv (python3 sleeping under argv[0]'s name,
+// with argv[1:] as its arguments) and waits until /proc shows that command line.
+func startAs(t *testing.T, argv []string) int {
+	t.Helper()
+	script := "import sys, time\nsys.stdin.read()" // ends when the test closes its stdin
+	// The interpreter itself: a wrapper (pyenv's shim) would exec it under its own name.
+	py, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", append([]string{"-c", `py=$1 name=$2; shift 2; exec -a "$name" "$py" -c "$@"`, "bash",
+		strings.TrimSpace(string(py)), argv[0], script}, argv[1:]...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	want := strings.Join(append([]string{argv[0], "-c", script}, argv[1:]...), "\x00") + "\x00"
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		if string(b) == want {
+			return cmd.Process.Pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PID %d runs %q, want %q", cmd.Process.Pid, b, want)
+		}
+		time.Sleep(5 * time.Millisecond) // polling /proc: there is no event for an exec
 	}
 }

@@ -64,7 +64,7 @@ func TestMaskArgv(t *testing.T) {
 		"-H", "Authorization: Bearer tok en", "--url", "https://u:p@h/", "--token", "--port", "8000", "--hf-token", "",
 		"--config", `{"api_key": "k e y"}`, "--cfg", `{'secret':'s'}`}
 	want := []string{"python3", "-m", "vllm", "--api-key", "***", "--password=***", "PASSWORD=***",
-		"-H", "Authorization: Bearer *** en", "--url", "https://u:***@h/", "--token", "--port", "8000", "--hf-token", "",
+		"-H", "Authorization: Bearer ***", "--url", "https://u:***@h/", "--token", "--port", "8000", "--hf-token", "",
 		"--config", `{"api_key": "***"}`, "--cfg", `{'secret':'***'}`}
 	got := maskArgv(in)
 	if strings.Join(got, "|") != strings.Join(want, "|") {

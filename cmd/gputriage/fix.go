@@ -109,7 +109,7 @@ func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if err != nil || plan == nil {
 		return exitUsage, err
 	}
-	fix.WritePlan(e.stdout, *plan, fix.How{Sudo: o.ssh.sudo, KillAfter: f.killAfter}, report.Sanitize)
+	fix.WritePlan(e.stdout, *plan, fix.How{Sudo: o.ssh.sudo, KillAfter: f.killAfter}, hostText(o.out.showSecrets))
 	if f.planOut != "" {
 		if err := writePlanFile(f.planOut, *plan); err != nil {
 			return exitInternal, err
@@ -277,7 +277,7 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 		hp, ok := plans[h.Name]
 		if !ok {
 			failed = true
-			fmt.Fprintf(e.stderr, "gputriage: %s: not probed: %s\n", report.Sanitize(h.Name), report.Sanitize(errText(h.Err)))
+			fmt.Fprintf(e.stderr, "gputriage: %s: not probed: %s\n", report.Sanitize(h.Name), hostText(o.out.showSecrets)(errText(h.Err)))
 			continue
 		}
 		p.Hosts = append(p.Hosts, hp)
@@ -529,17 +529,18 @@ func (f *fixOptions) resolve(o *options, label string, e *env) (sshexec.Target, 
 // report prints one host's results and appends them to the audit log.
 func (f *fixOptions) report(o *options, planID string, mode fix.Mode, r hostRun, e *env) {
 	host := r.hp.Host
+	clean := hostText(o.out.showSecrets)
 	switch {
 	case r.err != nil && !r.unknown:
-		fmt.Fprintf(e.stdout, "%s: not applied: %s\n", report.Sanitize(host), report.Sanitize(r.err.Error()))
+		fmt.Fprintf(e.stdout, "%s: not applied: %s\n", report.Sanitize(host), clean(r.err.Error()))
 		return
 	case r.err != nil:
 		fmt.Fprintf(e.stdout, "%s: outcome unknown: the session ended after the plan was sent (%s), before the host said what it did: "+
 			"targets may have been signalled; see what became of them with gputriage watch %s --until free\n",
-			report.Sanitize(host), report.Sanitize(r.err.Error()), report.Sanitize(host))
+			report.Sanitize(host), clean(r.err.Error()), report.Sanitize(host))
 	case r.cut != nil:
 		fmt.Fprintf(e.stdout, "%s: the session ended before the watch did (%s); what the host said it did:\n",
-			report.Sanitize(host), report.Sanitize(r.cut.Error()))
+			report.Sanitize(host), clean(r.cut.Error()))
 	}
 	signal, killAfter := "SIGTERM", ""
 	if mode == fix.ModeKill {
@@ -557,7 +558,7 @@ func (f *fixOptions) report(o *options, planID string, mode fix.Mode, r hostRun,
 	}
 	var recs []fix.Record
 	for j, res := range r.results {
-		fix.WriteResult(e.stdout, host, r.hp.Targets[j], res, o.ssh.sudo, report.Sanitize)
+		fix.WriteResult(e.stdout, host, r.hp.Targets[j], res, o.ssh.sudo, clean)
 		recs = append(recs, fix.Record{Time: time.Now().UTC(), Who: who, Host: host, Login: login, Sudo: o.ssh.sudo,
 			PlanID: planID, BootID: r.hp.BootID, Signal: signal, KillAfter: killAfter, Target: r.hp.Targets[j], Result: res})
 	}

@@ -68,7 +68,7 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 		for _, ev := range evs {
 			if ev.Kind == watch.Released && ev.Holder != nil && ev.GPU != nil && want[[2]int{ev.Holder.PID, *ev.GPU}] {
 				delete(want, [2]int{ev.Holder.PID, *ev.GPU})
-				lines = append(lines, report.Sanitize(r.hp.Host)+": "+report.Sanitize(ev.String()))
+				lines = append(lines, report.Sanitize(r.hp.Host)+": "+hostText(o.out.showSecrets)(ev.String()))
 			}
 		}
 		if len(want) > 0 {

@@ -103,8 +103,11 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if code != exitOK || err != nil {
 		return code, err
 	}
+	// Host words (a title, a process title as the program) are masked for the lines and the
+	// drain reason alike: sinfo -R shows the reason to every user of the cluster.
+	problems = report.MaskSecretsIn(problems)
 	for _, p := range problems {
-		fmt.Fprintf(e.stdout, "gputriage: %s: %s\n", report.Sanitize(p.Code), report.Sanitize(report.MaskSecrets(p.Title)))
+		fmt.Fprintf(e.stdout, "gputriage: %s: %s\n", report.Sanitize(p.Code), report.Sanitize(p.Title))
 	}
 	for _, p := range notes {
 		fmt.Fprintf(e.stdout, "gputriage: note: %s: %s (not a problem of the node's without --drain-unconstrained)\n",

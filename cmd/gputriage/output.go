@@ -136,12 +136,18 @@ func (o *options) writeReport(e *env, render func(io.Writer, []report.Host, repo
 // The message can carry the host's own words (its output, a ProxyCommand's stderr): it is
 // sanitized and, unless --show-secrets, its credentials are masked, as in every report.
 func failureLine(h report.Host, showSecrets bool) string {
-	msg := h.Err.Message
-	if !showSecrets {
-		msg = report.MaskSecrets(msg)
-	}
 	return fmt.Sprintf("%s: failed (%s: %s) %s\n", report.Sanitize(h.Name), report.Sanitize(h.Err.Phase),
-		report.Sanitize(h.Err.Kind), report.Sanitize(msg))
+		report.Sanitize(h.Err.Kind), hostText(showSecrets)(h.Err.Message))
+}
+
+// hostText makes a host's words safe to print outside a report (a fix plan, watch's lines, an
+// error): sanitized and, unless show (--show-secrets), their credentials masked, as in every
+// report.
+func hostText(show bool) func(string) string {
+	if show {
+		return report.Sanitize
+	}
+	return func(s string) string { return report.Sanitize(report.MaskSecrets(s)) }
 }
 
 // problemLines is -q's output: one line per host that makes the exit status non-zero, saying

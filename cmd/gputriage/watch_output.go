@@ -25,11 +25,15 @@ type watchOutput struct {
 	said   map[int]string  // lines: the last state said per host ("holds", or what it waits for)
 	rounds map[int]int     // rounds per host, for JSON
 	last   []*watch.Status // the screen's view of every host
+	// clean makes host text safe to print; masks says it masks credentials (--show-secrets
+	// not given), as rounds then are before any mode shows them.
+	clean func(string) string
+	masks bool
 }
 
 func newWatchOutput(o *options, e *env, hosts []resolved) watchOutput {
 	out := watchOutput{w: e.stdout, errw: e.stderr, mode: "lines", notes: map[string]bool{},
-		said: map[int]string{}, rounds: map[int]int{}}
+		said: map[int]string{}, rounds: map[int]int{}, clean: hostText(o.out.showSecrets), masks: !o.out.showSecrets}
 	if o.format == "json" {
 		out.mode = "json"
 	} else if tty, _ := o.colorFor(e); tty {
@@ -61,13 +65,16 @@ func (o *watchOutput) note(i int, n string) {
 	key := o.labels[i] + "\x00" + n
 	if !o.notes[key] {
 		o.notes[key] = true
-		fmt.Fprintf(o.errw, "gputriage: %s: %s\n", o.labels[i], report.Sanitize(n))
+		fmt.Fprintf(o.errw, "gputriage: %s: %s\n", o.labels[i], o.clean(n))
 	}
 }
 
 // round shows host i's round.
 func (o *watchOutput) round(i int, at time.Time, s watch.Status, evs []watch.Event, all []*watch.Status) {
 	o.rounds[i]++
+	if o.masks {
+		s, evs, all = report.MaskSecretsIn(s), report.MaskSecretsIn(evs), report.MaskSecretsIn(all)
+	}
 	switch o.mode {
 	case "json":
 		_ = report.JSONLine(o.w, jsonRoundOf(o.labels[i], o.rounds[i], at, s, evs))

@@ -507,6 +507,17 @@ func TestStagedHosts(t *testing.T) {
 			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
 				innocent: scenario.Innocents{Names: []string{pod}, Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl|crictl`)}}}
 		}},
+		// Below a system unit that delegates its subtree (Delegate=yes: a CI runner, a
+		// rootless engine) the unit's processes name the cgroups too.
+		{"a delegated unit's cgroup named like a Kubernetes pod", func(s *stage) expect {
+			s.gpuSet([]int64{81559, 81559})
+			const pod = "1b2c3d4e-0000-1111-2222-333344445555"
+			c := s.server(scenario.Server{Orphan: true, Cgroup: s.cgroup("system.slice/ci-runner.service/kubepods/besteffort/pod" + pod + "/0123456789abcdef0123")}, true)
+			s.units = append(s.units, scenario.Unit{Name: "ci-runner.service", ActiveState: "failed", SubState: "failed"})
+			s.hold(c.PID, 0, 40_000)
+			return expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+				innocent: scenario.Innocents{Names: []string{pod}, Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl|crictl`)}}}
+		}},
 		{"another user's fresh GPU job does not make a long-running server a leftover", func(s *stage) expect {
 			s.gpuSet([]int64{81559, 81559})
 			v := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Orphan: true}, false) // nohup'd, healthy
