@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command actor plays one process of a staged situation (see scenario.Actor): started with the
 // command line the situation gives it, it joins its cgroup, takes its user, opens the device
 // files it is told, maps its /dev/shm files, starts its children, says it is ready and then
