@@ -423,5 +423,35 @@ func library() []situation {
 			procs: []actor{as(alice, actor{Name: "step", Argv: []string{"python3", "train.py", "--config", "resnet.yaml"},
 				Cgroup: "system.slice/slurmstepd.scope/job_4242/step_0/user/task_0", Devices: upto(2), GPUMiB: map[int]int64{0: 20_000, 1: 20_000}})[0]},
 			want: verdict{healthy: true}},
+		// facebookresearch/XLM#40: memory on GPU 0 that is "probably some other process";
+		// here two users' jobs, each on its own GPUs, both alive.
+		{name: "two users' jobs on their own GPUs", gpus: h100s(4), users: libUsers,
+			procs: []actor{
+				shell("bash", alice, 30, actor{Name: "a", Argv: []string{"python3", "finetune.py", "--model", "Qwen/Qwen3-8B"}, Devices: upto(4),
+					Children: []actor{spawnWorker("a0", 0, 40_000, upto(4)), spawnWorker("a1", 1, 40_000, upto(4))}}),
+				shell("bash", bob, 31, actor{Name: "b", Argv: []string{"python3", "eval.py"}, Devices: upto(4), GPUMiB: map[int]int64{2: 30_000, 3: 30_000}})},
+			want: verdict{healthy: true}},
+
+		// noctalia-dev/noctalia#1949: a Wayland session's compositor and Xwayland hold GPU
+		// memory as graphics processes.
+		{name: "Wayland session: compositor and Xwayland", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{as(alice, actor{Name: "compositor", Argv: []string{"/usr/bin/gnome-shell"}, Cgroup: "user.slice/user-1000.slice/user@1000.service/session.slice/org.gnome.Shell@wayland.service",
+				Devices: []int{0}, Type: "G", GPUMiB: on(0, 295),
+				Children: []actor{{Name: "Xwayland", Argv: []string{"/usr/bin/Xwayland", ":1", "-rootless", "-noreset", "-accessx", "-core", "-listenfd", "51", "-listenfd", "52", "-displayfd", "98"},
+					Devices: []int{0}, Type: "G", GPUMiB: on(0, 44)}}})[0]},
+			want: verdict{healthy: true}},
+
+		// Issue 16 §2 on an 8-GPU server: a leftover with memory on GPU 3 alone holds the
+		// device files of all eight, beside a TP-4 vLLM on GPUs 4-7.
+		{name: "leftover on GPU 3 of 8 beside a TP-4 service", gpus: h100s(8), users: libUsers,
+			procs: []actor{func() actor {
+				v := vllmServe("svc", "meta-llama/Llama-3.3-70B-Instruct", 4, 4, 8, 70_000)
+				v.Cgroup = "system.slice/vllm.service"
+				return v
+			}(), shell("bash", bob, 32, actor{Name: "launcher", Exit: true, Argv: []string{"python3", "bench.py"},
+				Children: []actor{{Name: "left", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/dev/shm/Mistral-7B"},
+					Devices: upto(8), GPUMiB: on(3, 20_000), Shm: deletedWeights("/dev/shm/Mistral-7B")}}})},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}, mayName: []string{"launcher", "svc-tracker"}}},
 	}
 }

@@ -56,6 +56,8 @@ var pendingClass = map[string]string{
 	"leftover with deleted /dev/shm weights beside a healthy service": "memory",
 	"leftover on GPU 2 holding device files 0-3":                      "memory",
 	"KillMode=process stray beside the restarted service":             "memory",
+	"leftover on GPU 3 of 8 beside a TP-4 service":                    "memory",
+	"Wayland session: compositor and Xwayland":                        "memory",
 }
 
 // situation is one staged host.
