@@ -165,17 +165,7 @@ cp "$2"/* /run/systemd/system/
 printf '[Journal]\nStorage=volatile\n' >/run/systemd/journald.conf.d/gputriage-lab.conf
 d=/run/gt-dev
 mount -t tmpfs -o mode=755 tmpfs "$d"
-mknod -m 666 "$d/null" c 1 3
-mknod -m 666 "$d/zero" c 1 5
-mknod -m 666 "$d/full" c 1 7
-mknod -m 666 "$d/random" c 1 8
-mknod -m 666 "$d/urandom" c 1 9
-mknod -m 666 "$d/tty" c 5 0
-ln -s /proc/self/fd "$d/fd"
-ln -s /proc/self/fd/0 "$d/stdin"
-ln -s /proc/self/fd/1 "$d/stdout"
-ln -s /proc/self/fd/2 "$d/stderr"
-mkdir "$d/pts" "$d/shm"
+` + scenario.DevNodes + `mkdir "$d/pts" "$d/shm"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts "$d/pts"
 ln -s pts/ptmx "$d/ptmx"
 mount -t tmpfs -o mode=1777,size=8g tmpfs "$d/shm"

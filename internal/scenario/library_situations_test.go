@@ -1,0 +1,457 @@
+//go:build linux
+
+package scenario_test
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/scenario"
+)
+
+// The situations of TestLibrary, each with the public report it is drawn from.
+
+type actor = scenario.Actor
+
+const (
+	alice = 1000
+	bob   = 1001
+	rayU  = 1002
+)
+
+var libUsers = []string{
+	"alice:x:1000:1000:Alice:/home/alice:/bin/bash",
+	"bob:x:1001:1001:Bob:/home/bob:/bin/bash",
+	"ray:x:1002:1002:Ray:/home/ray:/bin/bash",
+	"gdm:x:120:125:Gnome Display Manager:/var/lib/gdm3:/bin/false",
+}
+
+func h100s(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = 81559
+	}
+	return out
+}
+
+func upto(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+func on(gpu int, mib int64) map[int]int64 { return map[int]int64{gpu: mib} }
+
+// as runs the actors and their descendants as uid.
+func as(uid int, as ...actor) []actor {
+	for i := range as {
+		as[i].Walk(func(a *actor) { a.UID = uid })
+	}
+	return as
+}
+
+// shell is a user's login shell in a session scope, with what it started.
+func shell(name string, uid, session int, kids ...actor) actor {
+	return as(uid, actor{Name: name, Argv: []string{"-bash"}, Exe: "bash",
+		Cgroup: fmt.Sprintf("user.slice/user-%d.slice/session-%d.scope", uid, session), Children: kids})[0]
+}
+
+// spawnWorker is a multiprocessing "spawn" child, as vLLM's and SGLang's workers and
+// torch.multiprocessing's are started.
+func spawnWorker(name string, gpu int, mib int64, devices []int) actor {
+	return actor{Name: name, Argv: []string{"/usr/bin/python3", "-c",
+		"from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=8, pipe_handle=14)", "--multiprocessing-fork"},
+		Devices: devices, GPUMiB: on(gpu, mib)}
+}
+
+func resourceTracker(name string) actor {
+	return actor{Name: name, Argv: []string{"/usr/bin/python3", "-c", "from multiprocessing.resource_tracker import main;main(7)"}}
+}
+
+// vllmServe is vllm serve with TP workers on GPUs first..first+tp-1, each opening every device.
+func vllmServe(name, model string, tp, first, devices int, mib int64) actor {
+	a := actor{Name: name, Argv: []string{"/usr/bin/python3", "/usr/local/bin/vllm", "serve", model,
+		"--tensor-parallel-size", fmt.Sprint(tp), "--gpu-memory-utilization", "0.90"}, Exe: "vllm",
+		Children: []actor{resourceTracker(name + "-tracker")}}
+	for i := 0; i < tp; i++ {
+		a.Children = append(a.Children, spawnWorker(fmt.Sprintf("%s-tp%d", name, i), first+i, mib, upto(devices)))
+	}
+	return a
+}
+
+// torchrun is the elastic agent with nproc ranks on GPUs 0..nproc-1.
+func torchrun(name string, nproc int, mib int64, script ...string) actor {
+	a := actor{Name: name, Argv: append([]string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", fmt.Sprint(nproc)}, script...),
+		Exe: "torchrun"}
+	for i := 0; i < nproc; i++ {
+		a.Children = append(a.Children, rank(fmt.Sprintf("%s-rank%d", name, i), i, mib, nproc, script...))
+	}
+	return a
+}
+
+// rank is a torchrun worker: torchrun runs the script as sys.executable -u SCRIPT ARGS.
+func rank(name string, gpu int, mib int64, devices int, script ...string) actor {
+	return actor{Name: name, Argv: append([]string{"/usr/bin/python3", "-u"}, script...), Devices: upto(devices), GPUMiB: on(gpu, mib)}
+}
+
+// deletedWeights are weights copied to /dev/shm and then rm -rf'd while mapped.
+func deletedWeights(dir string) []scenario.ShmFile {
+	return []scenario.ShmFile{
+		{Path: dir + "/model-00001-of-00002.safetensors"},
+		{Path: dir + "/model-00002-of-00002.safetensors", DeleteDir: true},
+	}
+}
+
+func vllmService(name string, gpu int, mib int64, devices int) actor {
+	return actor{Name: name, Argv: []string{"/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server",
+		"--model", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"}, Cgroup: "system.slice/vllm.service",
+		Devices: upto(devices), GPUMiB: on(gpu, mib)}
+}
+
+var (
+	xorg = actor{Name: "Xorg", Argv: []string{"/usr/lib/xorg/Xorg", "vt2", "-displayfd", "3", "-auth", "/run/user/1000/gdm/Xauthority",
+		"-nolisten", "tcp", "-background", "none", "-noreset", "-keeptty", "-novtswitch", "-verbose", "3"},
+		Cgroup: "user.slice/user-1000.slice/session-2.scope", Devices: []int{0}, Type: "G", GPUMiB: on(0, 421)}
+	gnomeShell = actor{Name: "gnome-shell", Argv: []string{"/usr/bin/gnome-shell"}, UID: alice,
+		Cgroup:  "user.slice/user-1000.slice/user@1000.service/session.slice/org.gnome.Shell@x11.service",
+		Devices: []int{0}, Type: "G", GPUMiB: on(0, 96)}
+)
+
+func library() []situation {
+	return []situation{
+		// vllm-project/vllm#11996: vllm/vllm-openai with --tensor-parallel-size 4, its
+		// VllmWorkerProcess workers; here a TP-8 service, all well.
+		{name: "healthy TP-8 vLLM service", gpus: h100s(8), users: libUsers,
+			procs: func() []actor {
+				v := vllmServe("vllm", "meta-llama/Llama-3.1-70B-Instruct", 8, 0, 8, 71_234)
+				v.Cgroup = "system.slice/vllm.service"
+				return []actor{v}
+			}(),
+			units: []libUnit{{name: "vllm.service", state: "active", main: "vllm"}},
+			want:  verdict{healthy: true}},
+
+		// vllm-project/vllm#16259 and #42017: the server died, its TP workers keep the GPUs.
+		{name: "workers of a crashed vllm serve", gpus: h100s(2), users: libUsers,
+			procs: func() []actor {
+				v := vllmServe("vllm", "Qwen/Qwen2.5-32B-Instruct", 2, 0, 2, 70_112)
+				v.Exit = true
+				return []actor{shell("bash", alice, 3, v)}
+			}(),
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"vllm-tp0", "vllm-tp1"}, mayName: []string{"vllm-tracker"}}},
+
+		// vllm-project/vllm#42017: one replica crashed and left its workers; the other
+		// replica's workers, with the very same command line, serve on.
+		{name: "crashed replica's workers beside a live replica with the same argv", gpus: h100s(4), users: libUsers,
+			procs: func() []actor {
+				live := vllmServe("live", "Qwen/Qwen2.5-32B-Instruct", 2, 0, 4, 70_112)
+				live.Cgroup = "system.slice/vllm-a.service"
+				dead := vllmServe("dead", "Qwen/Qwen2.5-32B-Instruct", 2, 2, 4, 70_112)
+				dead.Exit = true
+				return []actor{live, shell("bash", alice, 4, dead)}
+			}(),
+			units: []libUnit{{name: "vllm-a.service", state: "active", main: "live"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"dead-tp0", "dead-tp1"}, mayName: []string{"dead-tracker"}}},
+
+		// sgl-project/sglang#15165: kill -9 of the launch process leaves its children; here
+		// the TP schedulers, which hold the GPUs.
+		{name: "SGLang schedulers of a killed launch_server", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", bob, 5, actor{Name: "sglang", Exit: true,
+				Argv: []string{"/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "2", "--port", "30000"},
+				Children: []actor{spawnWorker("sched0", 0, 62_000, upto(2)), spawnWorker("sched1", 1, 62_000, upto(2)),
+					{Name: "detok", Argv: []string{"/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=8, pipe_handle=18)", "--multiprocessing-fork"}}}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"sched0", "sched1"}, mayName: []string{"detok"}}},
+
+		// ray-project/ray#11608: after the driver's death, the actors' processes remain and
+		// hold GPU memory (there, until pkill -9 ray); here raylet is gone too.
+		{name: "orphaned Ray actor, driver and raylet gone", gpus: h100s(2), users: libUsers,
+			procs: as(rayU, actor{Name: "raylet", Exit: true, Argv: []string{"/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/raylet/raylet",
+				"--raylet_socket_name=/tmp/ray/session_2026-11-30_09-12-44_118204_1877/sockets/raylet", "--node_manager_port=0", "--num_prestart_python_workers=0"},
+				Cgroup:   "user.slice/user-1002.slice/session-7.scope",
+				Children: []actor{{Name: "actor", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(2), GPUMiB: on(0, 45_000)}}},
+				actor{Name: "driver", Exit: true, Argv: []string{"python3", "train_ray.py"}, Cgroup: "user.slice/user-1002.slice/session-7.scope"}),
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"actor"}}},
+
+		// ray-project/ray#31780: a ray::IDLE worker keeps its GPU memory after its task; here
+		// its raylet and driver are gone.
+		{name: "ray::IDLE worker of a dead raylet", gpus: h100s(2), users: libUsers,
+			procs: as(rayU, actor{Name: "raylet", Exit: true, Argv: []string{"/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/raylet/raylet",
+				"--raylet_socket_name=/tmp/ray/session_2026-11-30_09-12-44_118204_1877/sockets/raylet"}, Cgroup: "user.slice/user-1002.slice/session-8.scope",
+				Children: []actor{{Name: "idle", Argv: []string{"ray::IDLE"}, Exe: "python3", Comm: "ray::IDLE", Devices: upto(2), GPUMiB: on(1, 9_800)}}}),
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"idle"}}},
+
+		// ray-project/ray#10739: workers of a live Ray cluster hold GPUs while their tasks run.
+		{name: "Ray actors under a live raylet and driver", gpus: h100s(2), users: libUsers,
+			procs: as(rayU, actor{Name: "raylet", Argv: []string{"/usr/local/lib/python3.10/dist-packages/ray/core/src/ray/raylet/raylet",
+				"--raylet_socket_name=/tmp/ray/session_2026-11-30_09-12-44_118204_1877/sockets/raylet"}, Cgroup: "user.slice/user-1002.slice/session-9.scope",
+				Children: []actor{
+					{Name: "w0", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(2), GPUMiB: on(0, 45_000)},
+					{Name: "w1", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(2), GPUMiB: on(1, 45_000)}}},
+				actor{Name: "driver", Argv: []string{"python3", "train_ray.py"}, Cgroup: "user.slice/user-1002.slice/session-9.scope"}),
+			want: verdict{healthy: true}},
+
+		// vllm-project/vllm#16259: vLLM with the Ray executor; here the server and its Ray
+		// workers, all alive.
+		{name: "vLLM on Ray, all alive", gpus: h100s(4), users: libUsers,
+			procs: []actor{{Name: "vllm", Argv: []string{"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "meta-llama/Llama-3.3-70B-Instruct",
+				"--tensor-parallel-size", "4", "--distributed-executor-backend", "ray"}, Exe: "vllm", Cgroup: "system.slice/vllm.service",
+				Children: []actor{{Name: "raylet", Argv: []string{"/usr/local/lib/python3.12/dist-packages/ray/core/src/ray/raylet/raylet",
+					"--raylet_socket_name=/tmp/ray/session_2026-12-01_08-00-00_000001_77/sockets/raylet"},
+					Children: []actor{
+						{Name: "r0", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(4), GPUMiB: on(0, 70_000)},
+						{Name: "r1", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(4), GPUMiB: on(1, 70_000)},
+						{Name: "r2", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(4), GPUMiB: on(2, 70_000)},
+						{Name: "r3", Argv: []string{"ray::RayWorkerWrapper"}, Exe: "python3", Comm: "ray::RayWorkerWrapper", Devices: upto(4), GPUMiB: on(3, 70_000)}}}}}},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "vllm"}},
+			want:  verdict{healthy: true}},
+
+		// pytorch/pytorch#76287: torch.elastic killed most workers but not the failing
+		// node's, which hung on; here the old generation's rank beside the restarted job's.
+		{name: "old torchrun rank beside the live one", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", alice, 10,
+				actor{Name: "old-agent", Exit: true, Argv: []string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", "2", "train.py", "--config", "llama.yaml"}, Exe: "torchrun",
+					Children: []actor{func() actor {
+						r := rank("old-rank0", 0, 31_000, 2, "train.py", "--config", "llama.yaml")
+						r.Age = 3 * time.Hour
+						return r
+					}()}},
+				torchrun("job", 2, 40_000, "train.py", "--config", "llama.yaml"))},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"old-rank0"}}},
+
+		// pytorch/pytorch#147064: killing the torchrun agent leaves its ranks running.
+		{name: "ranks of a killed torchrun agent", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", alice, 11, func() actor {
+				a := torchrun("job", 2, 40_000, "elastic-demo.py")
+				a.Exit = true
+				return a
+			}())},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"job-rank0", "job-rank1"}}},
+
+		// pytorch/pytorch#147064: a healthy torchrun job, 8 ranks.
+		{name: "healthy torchrun job, 8 ranks", gpus: h100s(8), users: libUsers,
+			procs: []actor{shell("bash", alice, 12, torchrun("job", 8, 60_000, "train.py", "--config", "llama.yaml"))},
+			want:  verdict{healthy: true}},
+
+		// pytorch/pytorch#1085 and #5736: the DataLoader's workers outlive the killed trainer
+		// and keep /dev/nvidia0 ("lsof /dev/nvidia0 ... kill that process"); nvidia-smi still
+		// lists the dead trainer with its memory.
+		{name: "dead trainer's DataLoader workers keep the device", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", alice, 13, actor{Name: "trainer", Exit: true, Argv: []string{"python3", "train.py", "--epochs", "90"},
+				Devices: []int{0}, GPUMiB: on(0, 30_500),
+				Children: []actor{
+					{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}},
+					{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}}}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"dl0", "dl1"}, gpus: []int{0}, mayName: []string{"trainer"}}},
+
+		// NVIDIA/Megatron-LM#3684: DataLoader workers keep /dev/nvidia* open while the rank
+		// runs; nothing is wrong while it does.
+		{name: "live trainer with DataLoader workers on the device", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 14, actor{Name: "trainer", Argv: []string{"python3", "train.py", "--epochs", "90"},
+				Devices: []int{0}, GPUMiB: on(0, 30_500),
+				Children: []actor{
+					{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}},
+					{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}}}})},
+			want: verdict{healthy: true}},
+
+		// NVIDIA/Megatron-LM#3684 (async checkpoint workers): a job mid-checkpoint, its ranks
+		// staging the checkpoint in /dev/shm and their NCCL segments unlinked, as NCCL does.
+		{name: "healthy training job mid-checkpoint", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", alice, 15, func() actor {
+				a := torchrun("job", 2, 52_000, "pretrain_gpt.py", "--save", "/checkpoints/gpt")
+				for i := range a.Children {
+					a.Children[i].Shm = []scenario.ShmFile{
+						{Path: fmt.Sprintf("/dev/shm/ckpt-stage-rank%d/iter_0042000.distcp", i), Bytes: 4 << 20},
+						{Path: fmt.Sprintf("/dev/shm/nccl-Kx%d", i), Delete: true}}
+					a.Children[i].Children = []actor{{Name: fmt.Sprintf("ckpt%d", i), Argv: a.Children[i].Argv, Devices: []int{i}}}
+				}
+				return a
+			}())},
+			want: verdict{healthy: true}},
+
+		// apache/mxnet#4242: the training process's leader is a zombie while it keeps its GPU
+		// memory.
+		{name: "zombie leader with live threads", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", bob, 16, actor{Name: "train", ExitLeader: true, Argv: []string{"python3", "train.py"}, Devices: upto(2), GPUMiB: on(1, 20_480)})},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"train"}}},
+
+		// pytorch/pytorch#4293: a zombie nvidia-smi lists; its parent is the same user's
+		// sweep script, which never reaps it.
+		{name: "true zombie of a user's own script", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 17, actor{Name: "sweep", NoReap: true, Argv: []string{"python3", "sweep.py"},
+				Children: []actor{{Name: "zombie", Exit: true, Argv: []string{"python3", "eval.py", "--ckpt", "step-900"}, GPUMiB: on(0, 8_200)}}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"zombie"}, mayName: []string{"sweep"}}},
+
+		// pytorch/pytorch#4293: a zombie whose parent is a unit's main process: never kill it.
+		{name: "true zombie of a unit's main process", gpus: h100s(2), users: libUsers,
+			procs: []actor{func() actor {
+				v := vllmService("svc", 1, 40_000, 2)
+				v.NoReap = true
+				v.Children = []actor{{Name: "zombie", Exit: true, Argv: []string{"/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=8, pipe_handle=14)", "--multiprocessing-fork"}, GPUMiB: on(0, 2_048)}}
+				return v
+			}()},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"zombie"}, notKilled: []string{"svc"}}},
+
+		// jupyter/help#221 and wookayin/gpustat#18: Xorg (551 MiB there) and the desktop are
+		// graphics processes, not compute apps.
+		{name: "Xorg and gnome-shell on a workstation", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{xorg, gnomeShell},
+			want:  verdict{healthy: true}},
+
+		// jupyter/help#221: a user's notebook beside Xorg on a workstation's one GPU.
+		{name: "workstation: desktop beside a user's training", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{xorg, gnomeShell, shell("bash", alice, 3, actor{Name: "train", Argv: []string{"python3", "train.py"}, Devices: []int{0}, GPUMiB: on(0, 9_000)})},
+			want:  verdict{healthy: true}},
+
+		// Syllo/nvtop#243: Xorg on one GPU, compute on another.
+		{name: "Xorg on GPU 0 of a server, a job on GPU 1", gpus: []int64{24564, 24564}, users: libUsers,
+			procs: []actor{xorg, shell("bash", bob, 4, actor{Name: "job", Argv: []string{"python3", "infer.py"}, Devices: upto(2), GPUMiB: on(1, 12_000)})},
+			want:  verdict{healthy: true}},
+
+		// jupyter/notebook#5421: the notebook was cut off, the memory stayed; here its
+		// kernel is left behind a dead jupyter server, beside the desktop.
+		{name: "workstation: a dead notebook server's kernel beside the desktop", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{xorg, gnomeShell, shell("bash", alice, 3, actor{Name: "jupyter", Exit: true,
+				Argv: []string{"/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser", "--port", "8888"}, Exe: "jupyter-lab",
+				Children: []actor{{Name: "kernel", Argv: []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
+					"/home/alice/.local/share/jupyter/runtime/kernel-6628f1d1-8d60-4917-8726-51201bc21ff6.json"},
+					Devices: []int{0}, GPUMiB: on(0, 8_525), Shm: deletedWeights("/dev/shm/sd-xl")}}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"kernel"}}},
+
+		// ipython/ipykernel#407 (the kernel's command line) and jupyter/notebook#2201: a live
+		// user's notebook kernel idle for days is idle, not abandoned.
+		{name: "idle notebook of a live user", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 20, actor{Name: "jupyter", Argv: []string{"/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser", "--port", "8888"},
+				Exe: "jupyter-lab", Age: 80 * time.Hour,
+				Children: []actor{{Name: "kernel", Argv: []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
+					"/home/alice/.local/share/jupyter/runtime/kernel-6628f1d1-8d60-4917-8726-51201bc21ff6.json"},
+					Age: 72 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 12_288)}}})},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// NVIDIA/k8s-device-plugin#720 and openmm/openmm#3873: an MPS control daemon, its
+		// server, and live clients (type M+C).
+		{name: "MPS server with live clients", gpus: h100s(1), users: libUsers,
+			procs: []actor{{Name: "mps-control", Argv: []string{"nvidia-cuda-mps-control", "-d"}, Cgroup: "system.slice/nvidia-mps.service",
+				Children: []actor{as(alice, actor{Name: "mps-server", Argv: []string{"nvidia-cuda-mps-server"}, Devices: []int{0}, Type: "C", GPUMiB: on(0, 310)})[0]}},
+				shell("bash", alice, 21,
+					actor{Name: "c0", Argv: []string{"python3", "infer.py", "--shard", "0"}, Devices: []int{0}, Type: "M+C", GPUMiB: on(0, 9_000)},
+					actor{Name: "c1", Argv: []string{"python3", "infer.py", "--shard", "1"}, Devices: []int{0}, Type: "M+C", GPUMiB: on(0, 9_000)})},
+			units: []libUnit{{name: "nvidia-mps.service", state: "active", main: "mps-control"}},
+			want:  verdict{healthy: true}},
+
+		// NVIDIA/nvidia-docker#1593 (MPS clients that exit and return): a client left over
+		// from a dead launcher, the server serving a live one.
+		{name: "MPS: a leftover client beside a live one", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "mps-control", Argv: []string{"nvidia-cuda-mps-control", "-d"}, Cgroup: "system.slice/nvidia-mps.service",
+				Children: []actor{as(alice, actor{Name: "mps-server", Argv: []string{"nvidia-cuda-mps-server"}, Devices: upto(2), Type: "C", GPUMiB: map[int]int64{0: 310, 1: 310}})[0]}},
+				shell("bash", alice, 22,
+					actor{Name: "live", Argv: []string{"python3", "infer.py", "--shard", "0"}, Devices: upto(2), Type: "M+C", GPUMiB: on(0, 9_000)},
+					actor{Name: "launcher", Exit: true, Argv: []string{"python3", "launch.py"},
+						Children: []actor{{Name: "left", Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "/dev/shm/Qwen3-4B"}, Devices: upto(2), Type: "M+C",
+							GPUMiB: on(1, 21_000), Shm: deletedWeights("/dev/shm/Qwen3-4B")}}})},
+			units: []libUnit{{name: "nvidia-mps.service", state: "active", main: "mps-control"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}, mayName: []string{"launcher"}}},
+
+		// The ct200 report (issue 13): a server whose /dev/shm weights were rm -rf'd while
+		// mapped, left running after its launcher exited, beside a healthy service.
+		{name: "leftover with deleted /dev/shm weights beside a healthy service", gpus: h100s(2), users: libUsers,
+			procs: []actor{vllmService("svc", 1, 30_000, 2),
+				shell("bash", bob, 23, actor{Name: "left", Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "/dev/shm/Qwen3.6-27B", "--tp", "1"},
+					Devices: upto(2), GPUMiB: on(0, 50_000), Shm: deletedWeights("/dev/shm/Qwen3.6-27B")})},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}}},
+
+		// Issue 16 §2: a leftover holding memory on GPU 2 and the device files of 0-3 is
+		// blamed on GPU 2 alone, in Prometheus too.
+		{name: "leftover on GPU 2 holding device files 0-3", gpus: h100s(4), users: libUsers,
+			procs: []actor{vllmService("svc", 0, 30_000, 4),
+				shell("bash", bob, 24, actor{Name: "launcher", Exit: true, Argv: []string{"bash", "serve.sh"},
+					Children: []actor{{Name: "left", Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "/dev/shm/Qwen3-14B"},
+						Devices: upto(4), GPUMiB: on(2, 41_000), Shm: deletedWeights("/dev/shm/Qwen3-14B")}}})},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}, mayName: []string{"launcher"}}},
+
+		// systemd KillMode=process (sgl-project/sglang#15165's lingering children, under a
+		// unit): the old server stays in the unit's cgroup after a restart.
+		{name: "KillMode=process stray beside the restarted service", gpus: h100s(2), users: libUsers,
+			procs: []actor{
+				{Name: "old", Argv: []string{"/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"},
+					Cgroup: "system.slice/sglang.service", Age: 2 * time.Hour, Devices: upto(2), GPUMiB: on(0, 60_000)},
+				{Name: "new", Argv: []string{"/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tp", "1"},
+					Cgroup: "system.slice/sglang.service", Devices: upto(2), GPUMiB: on(1, 60_000)}},
+			units: []libUnit{{name: "sglang.service", state: "active", main: "new"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"old"}}},
+
+		// A healthy unit service (vllm-project/vllm#11996's deployment, one GPU).
+		{name: "healthy unit service", gpus: h100s(1), users: libUsers,
+			procs: []actor{vllmService("svc", 0, 70_000, 1)},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{healthy: true}},
+
+		// sgl-project/sglang#15165: tokenizer processes of a killed server linger without
+		// GPU memory; the restarted server holds the GPU. Nothing on the GPUs is wrong.
+		{name: "restarted SGLang beside lingering GPU-less tokenizers", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", bob, 25,
+				actor{Name: "old", Exit: true, Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tokenizer-worker-num", "2"},
+					Children: []actor{
+						{Name: "tok0", Argv: []string{"python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=8, pipe_handle=20)", "--multiprocessing-fork"}},
+						{Name: "tok1", Argv: []string{"python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=8, pipe_handle=22)", "--multiprocessing-fork"}}}},
+				actor{Name: "new", Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B", "--tokenizer-worker-num", "2"},
+					Children: []actor{spawnWorker("sched", 0, 70_000, []int{0})}})},
+			want: verdict{healthy: true, mayName: []string{"tok0", "tok1"}}},
+
+		// A long-running server a user started with nohup (the staged suite's "another user's
+		// fresh GPU job" case): orphaned by design, alone on its GPU, and healthy.
+		{name: "nohup'd server of a user", gpus: h100s(1), users: libUsers,
+			procs: []actor{as(alice, actor{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+				Cgroup: "user.slice/user-1000.slice/session-26.scope", Age: 20 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 70_000)})[0]},
+			want: verdict{healthy: true}},
+
+		// ray-project/ray#18299 and qizhou000/VisEdit#5: memory in use that no process is
+		// listed for: ghost memory, which blames no process.
+		{name: "ghost memory beside a healthy service blames no one", gpus: h100s(2), users: libUsers,
+			procs: []actor{vllmService("svc", 0, 40_000, 2)},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			extra: map[int]int64{1: 10_151},
+			want:  verdict{code: diagnose.CodeGhostMemory, gpus: []int{1}}},
+
+		// A Slurm job's step on a node without GPU GRES (issue 16 §3): its GPU use is normal.
+		{name: "Slurm job without GRES", gpus: h100s(2), users: libUsers,
+			procs: []actor{as(alice, actor{Name: "step", Argv: []string{"python3", "train.py", "--config", "resnet.yaml"},
+				Cgroup: "system.slice/slurmstepd.scope/job_4242/step_0/user/task_0", Devices: upto(2), GPUMiB: map[int]int64{0: 20_000, 1: 20_000}})[0]},
+			want: verdict{healthy: true}},
+		// facebookresearch/XLM#40: memory on GPU 0 that is "probably some other process";
+		// here two users' jobs, each on its own GPUs, both alive.
+		{name: "two users' jobs on their own GPUs", gpus: h100s(4), users: libUsers,
+			procs: []actor{
+				shell("bash", alice, 30, actor{Name: "a", Argv: []string{"python3", "finetune.py", "--model", "Qwen/Qwen3-8B"}, Devices: upto(4),
+					Children: []actor{spawnWorker("a0", 0, 40_000, upto(4)), spawnWorker("a1", 1, 40_000, upto(4))}}),
+				shell("bash", bob, 31, actor{Name: "b", Argv: []string{"python3", "eval.py"}, Devices: upto(4), GPUMiB: map[int]int64{2: 30_000, 3: 30_000}})},
+			want: verdict{healthy: true}},
+
+		// noctalia-dev/noctalia#1949: a Wayland session's compositor and Xwayland hold GPU
+		// memory as graphics processes.
+		{name: "Wayland session: compositor and Xwayland", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{as(alice, actor{Name: "compositor", Argv: []string{"/usr/bin/gnome-shell"}, Cgroup: "user.slice/user-1000.slice/user@1000.service/session.slice/org.gnome.Shell@wayland.service",
+				Devices: []int{0}, Type: "G", GPUMiB: on(0, 295),
+				Children: []actor{{Name: "Xwayland", Argv: []string{"/usr/bin/Xwayland", ":1", "-rootless", "-noreset", "-accessx", "-core", "-listenfd", "51", "-listenfd", "52", "-displayfd", "98"},
+					Devices: []int{0}, Type: "G", GPUMiB: on(0, 44)}}})[0]},
+			want: verdict{healthy: true}},
+
+		// Issue 16 §2 on an 8-GPU server: a leftover with memory on GPU 3 alone holds the
+		// device files of all eight, beside a TP-4 vLLM on GPUs 4-7.
+		{name: "leftover on GPU 3 of 8 beside a TP-4 service", gpus: h100s(8), users: libUsers,
+			procs: []actor{func() actor {
+				v := vllmServe("svc", "meta-llama/Llama-3.3-70B-Instruct", 4, 4, 8, 70_000)
+				v.Cgroup = "system.slice/vllm.service"
+				return v
+			}(), shell("bash", bob, 32, actor{Name: "launcher", Exit: true, Argv: []string{"python3", "bench.py"},
+				Children: []actor{{Name: "left", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/dev/shm/Mistral-7B"},
+					Devices: upto(8), GPUMiB: on(3, 20_000), Shm: deletedWeights("/dev/shm/Mistral-7B")}}})},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}, mayName: []string{"launcher", "svc-tracker"}}},
+	}
+}
