@@ -38,15 +38,12 @@ import (
 // owns the fix: a failure of one of these skips with the failure's text instead of failing.
 // Remove an entry once its branch is merged.
 var pendingClass = map[string]string{
-	// Orphans of a dead launcher, generations, zombies (issue 16 §1).
-	"workers of a crashed vllm serve":                                    "tree",
-	"crashed replica's workers beside a live replica with the same argv": "tree",
-	"SGLang schedulers of a killed launch_server":                        "tree",
-	"orphaned Ray actor, driver and raylet gone":                         "tree",
-	"ray::IDLE worker of a dead raylet":                                  "tree",
-	"ranks of a killed torchrun agent":                                   "tree",
-	"zombie leader with live threads":                                    "tree",
-	"true zombie of a unit's main process":                               "tree",
+	// GPUs by device files (issue 16 §2): the right culprit, reported on every GPU it opened.
+	"ray::IDLE worker of a dead raylet":                                  "memory",
+	"orphaned Ray actor, driver and raylet gone":                         "memory",
+	"crashed replica's workers beside a live replica with the same argv": "memory",
+	// Ranks of a dead torchrun agent: by argv alone a rank is any user's script (issue 16 §1).
+	"ranks of a killed torchrun agent": "tree2",
 	// GPUs by memory, graphics processes, a dead listed PID (issue 16 §2).
 	"old torchrun rank beside the live one":                           "memory",
 	"dead trainer's DataLoader workers keep the device":               "memory",
