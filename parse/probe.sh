@@ -319,7 +319,7 @@ desc() {
 			*) continue ;;
 			esac
 		fi
-		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v"; fi ;; esac
+		case $v in /*) if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v" && chain "$d/root" "$v"; fi ;; esac
 	done
 	printf "end\000"
 }
@@ -335,6 +335,23 @@ gone() {
 for p in "$@"; do desc "$p" ""; done
 for p in $(printf "%s\n%s\n" "$*" "$pp" | awk -v room="$((max - $#))" "$pick"); do desc "$p" parent; done
 '
+# chain ROOT PATH: who may change PATH, a path inside the root ROOT (/proc/PID/root): one field
+# "dir UID GID MODE DEV ROOT/DIR" (MODE st_mode in hex, the type bits included; DEV st_dev) for
+# each directory above PATH that exists, up to /, the deepest first, at most 32. A missing
+# directory prints nothing: the reader finds the deepest one that exists. stat reads them all
+# at once, and never follows the last link (a directory that is a symbolic link shows as one).
+CHAIN_FN='
+chain() {
+	r=$1 c=$2 n=0
+	set --
+	while [ "$n" -lt 32 ] && [ -n "$c" ]; do
+		c=${c%/*}
+		set -- "$@" "$r${c:-/}"
+		n=$((n + 1))
+	done
+	stat --printf "dir %u %g %f %d %n\000" -- "$@" 2>/dev/null
+}
+'
 # The parents to describe, from a first line of the PIDs described and a second of their
 # parents' PIDs: each once, none of the first line, not 0 or 1, at most room of them.
 PARENTS_AWK='
@@ -343,7 +360,7 @@ NR == 1 { for (i = 1; i <= NF; i++) seen[$i] = 1; next }
 # The shell's complaints (a process that exited) are dropped: they would land inside fields.
 procscan() {
 	# shellcheck disable=SC2086 # PIDS are digits
-	t 20 sh -c "$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" $PIDS 2>/dev/null
+	t 20 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" $PIDS 2>/dev/null
 }
 if [ -n "$PIDS" ]; then sec procs 4194304 0 procscan; else nosec procs 4194304 0; fi
 
@@ -473,6 +490,37 @@ if [ -n "$HAVE_PRINTF" ]; then
 else
 	nosec shm-ls 8388608 127 "find: no -printf (not GNU find)"
 fi
+
+# Who could have deleted each deleted /dev/shm file a process keeps: per file (at most 512, the
+# GPU holders' first), "file PID PATH" (PATH as maps or the fd link names it), "owner UID" when
+# the file could still be read through the process (map_files or the fd: root only), then the
+# chain of its directories (CHAIN_FN). Each field is NUL-terminated. The files come from the
+# maps and fds sections, never from a command line; a path with a backslash (a newline the
+# kernel escaped) or a control character is left out: the reader judges a file it does not
+# find here as one anyone could have deleted.
+SHMDIRS=$(printf '%s\n@@next\n%s\n@@next\n%s\n' "$GPUMAPS" "$MAPS" "$FDX" | awk '
+$0 == "@@next" { part++; next }
+part == 0 { split($0, q, "/"); gpu[q[3]] = 1; next }
+part == 1 && /^\/proc\/[0-9]+\/maps:[0-9a-f]+-[0-9a-f]+ / && / \(deleted\)$/ {
+	split($1, q, "[/:]"); pid = q[3]; src = "/proc/" pid "/map_files/" q[5]; i = index($0, " /dev/shm/"); p = substr($0, i + 1) }
+part == 2 && /^\/proc\/[0-9]+\/fd\t[0-9]+\t\/dev\/shm\// && / \(deleted\)$/ {
+	split($0, f, "\t"); split(f[1], q, "/"); pid = q[3]; src = f[1] "/" f[2]; p = f[3] }
+part > 0 && pid != "" {
+	p = substr(p, 1, length(p) - 10)
+	if (p !~ /[\\[:cntrl:]]/ && !((pid, p) in seen)) { seen[pid, p] = 1; line = pid "\t" src "\t" p; if (pid in gpu) a[na++] = line; else b[nb++] = line }
+	pid = "" }
+END { for (i = 0; i < na && n < 512; i++) { print a[i]; n++ } for (i = 0; i < nb && n < 512; i++) { print b[i]; n++ } }')
+SHMDIRS_SCRIPT='
+while IFS="	" read -r pid src p; do
+	printf "file %s %s\000" "$pid" "$p"
+	u=$(stat -L -c %u -- "$src" 2>/dev/null) && printf "owner %s\000" "$u"
+	chain "/proc/$pid/root" "$p"
+done
+'
+shmdirs() {
+	printf '%s\n' "$SHMDIRS" | t 10 sh -c "$CHAIN_FN$SHMDIRS_SCRIPT" sh 2>/dev/null
+}
+if [ -n "$SHMDIRS" ]; then sec shm-dirs 1048576 0 shmdirs; else nosec shm-dirs 1048576 0; fi
 
 # Slurm: which job runs each described process, and what Slurm says of those jobs. A process
 # in a Slurm cgroup names its job there (procs' cgroup lines); one without (proctrack/linuxproc
