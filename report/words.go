@@ -68,6 +68,8 @@ func reasonPhrase(r diagnose.Reason, shmListed bool) string {
 	}
 	if r.ServedBy != "" {
 		s += " (but " + r.ServedBy + " still serves it)"
+	} else if r.OthersMay != nil {
+		s += " (but another user could have done that)"
 	}
 	return s
 }
