@@ -492,26 +492,26 @@ else
 fi
 
 # Who could have deleted each deleted /dev/shm file a process keeps: per file (at most 512, the
-# GPU holders' first), "file PID PATH" (PATH as maps or the fd link names it), "owner UID" when
-# the file could still be read through the process (map_files or the fd: root only), then the
-# chain of its directories (CHAIN_FN). Each field is NUL-terminated. The files come from the
-# maps and fds sections, never from a command line; a path with a backslash (a newline the
-# kernel escaped) or a control character is left out: the reader judges a file it does not
-# find here as one anyone could have deleted.
+# GPU holders' first), "file PID PATH", PATH as the kernel names it through the process
+# (readlink of /proc/PID/map_files/START-END or /proc/PID/fd/FD: any byte but NUL, no escapes;
+# map_files is root's only), "owner UID" when the file could be read through the process, then
+# the chain of its directories (CHAIN_FN). Each field is NUL-terminated. The files are found in
+# the maps and fds sections; only their /proc sources travel as lines.
 SHMDIRS=$(printf '%s\n@@next\n%s\n@@next\n%s\n' "$GPUMAPS" "$MAPS" "$FDX" | awk '
 $0 == "@@next" { part++; next }
 part == 0 { split($0, q, "/"); gpu[q[3]] = 1; next }
 part == 1 && /^\/proc\/[0-9]+\/maps:[0-9a-f]+-[0-9a-f]+ / && / \(deleted\)$/ {
-	split($1, q, "[/:]"); pid = q[3]; src = "/proc/" pid "/map_files/" q[5]; i = index($0, " /dev/shm/"); p = substr($0, i + 1) }
+	split($1, q, "[/:]"); pid = q[3]; src = "/proc/" pid "/map_files/" q[5]; p = substr($0, index($0, " /dev/shm/") + 1) }
 part == 2 && /^\/proc\/[0-9]+\/fd\t[0-9]+\t\/dev\/shm\// && / \(deleted\)$/ {
 	split($0, f, "\t"); split(f[1], q, "/"); pid = q[3]; src = f[1] "/" f[2]; p = f[3] }
 part > 0 && pid != "" {
-	p = substr(p, 1, length(p) - 10)
-	if (p !~ /[\\[:cntrl:]]/ && !((pid, p) in seen)) { seen[pid, p] = 1; line = pid "\t" src "\t" p; if (pid in gpu) a[na++] = line; else b[nb++] = line }
+	if (!((pid, p) in seen)) { seen[pid, p] = 1; line = pid "\t" src; if (pid in gpu) a[na++] = line; else b[nb++] = line }
 	pid = "" }
 END { for (i = 0; i < na && n < 512; i++) { print a[i]; n++ } for (i = 0; i < nb && n < 512; i++) { print b[i]; n++ } }')
 SHMDIRS_SCRIPT='
-while IFS="	" read -r pid src p; do
+while IFS="	" read -r pid src; do
+	p=$(readlink -- "$src" 2>/dev/null) || continue
+	case $p in "/dev/shm/"*" (deleted)") p=${p% (deleted)} ;; *) continue ;; esac
 	printf "file %s %s\000" "$pid" "$p"
 	u=$(stat -L -c %u -- "$src" 2>/dev/null) && printf "owner %s\000" "$u"
 	chain "/proc/$pid/root" "$p"
