@@ -117,6 +117,15 @@ func newEvidenceLab(t *testing.T) *evidenceLab {
 // Named with --include, a server needing judgement is stopped too.
 func TestFixWeighsEvidenceByWhoCouldMakeIt(t *testing.T) {
 	l := newEvidenceLab(t)
+	// The report names neither server abandoned, in any line, and suggests no stop of either.
+	report, _, _ := l.gputriage(t, nil, "gpu-ev")
+	t.Logf("gputriage gpu-ev:\n%s", report)
+	for _, pid := range []int{l.shared.PID, l.cache.PID} {
+		blame := regexp.MustCompile(fmt.Sprintf(`PID %d looks abandoned|kill (-TERM |-s TERM )?%d\b`, pid, pid))
+		if m := blame.FindString(report); m != "" || !strings.Contains(report, fmt.Sprintf("PID %d (", pid)) {
+			t.Errorf("the report on PID %d: %q (it should be named as needing judgement, never blamed)", pid, m)
+		}
+	}
 	_, out, _, raw, p := l.planOut(t, "gpu-ev", 1)
 	hp := p.Hosts[0]
 	if hp.Targets[0].PID != l.left.PID || hp.Targets[0].Finding != "leftover-process" {
