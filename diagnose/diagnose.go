@@ -28,6 +28,7 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	fs = append(fs, h.imbalanceFindings()...)
 	fs = append(fs, h.leftoverFindings()...)
 	fs = append(fs, h.outsideAllocationFindings()...)
+	fs = append(fs, h.unconfirmedFindings()...)
 	fs = append(fs, h.shmDeletedFindings()...)
 	ghost, hasGhost := h.ghostFinding()
 	one(ghost, hasGhost)

@@ -79,6 +79,9 @@ type Reason struct {
 	// ServedBy is the running unit that serves the process, which makes a cleaned-up reason
 	// (shm-deleted, model-path-gone) weak: anyone who may write the directory can delete it.
 	ServedBy string
+	// OthersMay is set on a cleaned-up reason that a user other than the process's owner and
+	// root could have made (a file in a directory every user may write): it is weak then.
+	OthersMay *OthersMay
 	// Orphaned is set on much-older when the process is orphaned too (the two are one
 	// strong reason together).
 	Orphaned bool

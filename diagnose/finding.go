@@ -52,12 +52,15 @@ const (
 	CodeMemoryImbalance  = "memory-imbalance"
 	CodeLeftoverProcess  = "leftover-process"
 	CodeShmDeletedMapped = "shm-deleted-mapped"
-	CodeGhostMemory      = "ghost-memory"
-	CodeShmStale         = "shm-stale"
-	CodeShmFull          = "shm-full"
-	CodeSMIFailed        = "smi-failed"
-	CodeGPUBusy          = "gpu-busy"      // info: healthy GPU work
-	CodeProbeLimited     = "probe-limited" // info/warning: what the probe could not see
+	// CodeLeftoverUnconfirmed: info: it would look abandoned, but on evidence a user other
+	// than its owner and root could have made (Reason.OthersMay); the operator judges.
+	CodeLeftoverUnconfirmed = "leftover-unconfirmed"
+	CodeGhostMemory         = "ghost-memory"
+	CodeShmStale            = "shm-stale"
+	CodeShmFull             = "shm-full"
+	CodeSMIFailed           = "smi-failed"
+	CodeGPUBusy             = "gpu-busy"      // info: healthy GPU work
+	CodeProbeLimited        = "probe-limited" // info/warning: what the probe could not see
 	// CodeGPUOutsideAllocation: warning: a running Slurm job's process holds memory on a GPU
 	// the job was not allocated, on a node with GPU GRES (slurm_alloc.go).
 	CodeGPUOutsideAllocation = "gpu-outside-allocation"
@@ -90,6 +93,9 @@ type Finding struct {
 	Actions []Action
 	// Checks are the commands that show whether the actions worked; Fix ends with them.
 	Checks []Command
+	// IfAbandoned stops the process of a leftover-unconfirmed finding, for an operator who
+	// judges it abandoned; never among Actions, so no report suggests it.
+	IfAbandoned []Action
 	// Shm are the /dev/shm files the finding names (shm-deleted-mapped, shm-stale, shm-full).
 	Shm []ShmFile
 }

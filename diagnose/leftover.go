@@ -141,8 +141,12 @@ func (h *host) judgeLeftovers() {
 			continue
 		}
 		v := h.leftoverReasons(gp, p)
-		if len(v.strong) > 0 {
+		switch {
+		case len(v.strong) > 0:
 			h.leftovers[gp.PID] = v
+		case slices.ContainsFunc(v.weak, func(r Reason) bool { return r.OthersMay != nil && r.ServedBy == "" }):
+			// It would look abandoned, but on evidence another user could have made.
+			h.unconfirmed[gp.PID] = v
 		}
 	}
 }
@@ -207,7 +211,9 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 // cleanedUpReasons adds what says someone cleaned up after gp as if it were gone: deleted
 // /dev/shm files it maps, a model path on its command line that no longer exists. Anyone who
 // may write the directory can delete those, so they do not make abandoned the live service of
-// a unit its own manager reports running (servedUnit): there they are weak reasons only.
+// a unit its own manager reports running (servedUnit): there they are weak reasons only. Nor
+// do they anywhere when a user other than gp's owner and root could have deleted or renamed
+// them (OthersMay: evidence.go).
 func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Process) {
 	var cleaned []Reason
 	var deliberate, other []string
@@ -219,7 +225,7 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 		}
 	}
 	if len(deliberate) > 0 {
-		cleaned = append(cleaned, Reason{Code: ReasonShmDeleted, PID: gp.PID, Paths: deliberate})
+		cleaned = append(cleaned, Reason{Code: ReasonShmDeleted, PID: gp.PID, Paths: deliberate, OthersMay: h.shmPathsOthersMay(p, deliberate)})
 	}
 	if len(other) > 0 {
 		v.add(Reason{Code: ReasonScratchDeleted, PID: gp.PID, Paths: other})
@@ -229,7 +235,7 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 	if gp.Container == "" {
 		for _, m := range p.ModelPaths {
 			if !m.Exists {
-				cleaned = append(cleaned, Reason{Code: ReasonModelPathGone, PID: gp.PID, Paths: []string{m.Path}})
+				cleaned = append(cleaned, Reason{Code: ReasonModelPathGone, PID: gp.PID, Paths: []string{m.Path}, OthersMay: h.modelOthersMay(p, m)})
 			}
 		}
 	}
@@ -238,7 +244,7 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 		if served {
 			r.ServedBy = h.unitLabel(u)
 		}
-		r.Strong = !served
+		r.Strong = !served && r.OthersMay == nil
 		v.add(r)
 	}
 }
@@ -312,21 +318,28 @@ var stateNames = map[string]string{
 
 // leftoverFindings reports each process judgeLeftovers flagged.
 func (h *host) leftoverFindings() []Finding {
+	return h.verdictFindings(h.leftovers, h.leftoverFinding, CodeLeftoverProcess, Error, "look abandoned")
+}
+
+// verdictFindings reports each GPU process with a verdict in verdicts, by one, in PID order:
+// maxDetailed of them, the rest folded into one finding of code and sev saying what they do.
+func (h *host) verdictFindings(verdicts map[int]leftoverVerdict, one func(*GPUProcess, leftoverVerdict) Finding,
+	code string, sev Severity, what string) []Finding {
 	var out []Finding
 	var folded []int
 	for i := range h.procs {
 		gp := &h.procs[i]
-		v, ok := h.leftovers[gp.PID]
+		v, ok := verdicts[gp.PID]
 		switch {
 		case !ok:
 		case len(out) == maxDetailed:
 			folded = append(folded, gp.PID)
 		default:
-			out = append(out, h.leftoverFinding(gp, v))
+			out = append(out, one(gp, v))
 		}
 	}
 	if len(folded) > 0 {
-		out = append(out, foldedFinding(CodeLeftoverProcess, Error, "look abandoned", folded))
+		out = append(out, foldedFinding(code, sev, what, folded))
 	}
 	return out
 }
@@ -342,18 +355,26 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 		Actions:  []Action{h.stopAction(gp)},
 		Checks:   []Command{verifyGPU},
 	}
+	f.Files = h.cleanedFiles(gp)
+	h.leftoverWords(&f, gp)
+	return f
+}
+
+// cleanedFiles are the files whose loss cleanedUpReasons weighs: the deleted /dev/shm files gp
+// maps, the missing model paths on its command line.
+func (h *host) cleanedFiles(gp *GPUProcess) []string {
+	var files []string
 	if p := h.procByPID[gp.PID]; p != nil {
 		for _, u := range deletedShm(p) {
-			f.Files = append(f.Files, u.Path)
+			files = append(files, u.Path)
 		}
 		for _, m := range p.ModelPaths {
 			if !m.Exists && gp.Container == "" {
-				f.Files = append(f.Files, m.Path)
+				files = append(files, m.Path)
 			}
 		}
 	}
-	h.leftoverWords(&f, gp)
-	return f
+	return files
 }
 
 // shmDeletedFindings reports, per process, the deleted /dev/shm files it keeps alive.
@@ -408,14 +429,21 @@ func (h *host) shmDeletedFinding(pid int, uses []parse.ShmUse, holders map[strin
 	}
 	f.GPUs = slices.Clone(gp.GPUs)
 	served := ""
+	var others *OthersMay
+	if p := h.procByPID[pid]; p != nil && h.leftovers[pid].strong == nil {
+		others = h.shmPathsOthersMay(p, f.Files)
+	}
 	if u, ok := h.servedUnit(gp); ok && h.leftovers[pid].strong == nil {
 		// Its unit's manager vouches for it: the RAM is a fact worth knowing, the process
 		// no problem to stop.
 		f.Severity, served = Info, h.unitLabel(u)
+	} else if others != nil {
+		// Another user could have deleted its files: that is no fault of the process.
+		f.Severity = Info
 	} else {
 		f.Actions = []Action{h.stopAction(gp)}
 	}
-	h.shmDeletedWords(&f, gp, served)
+	h.shmDeletedWords(&f, gp, served, others)
 	return f
 }
 

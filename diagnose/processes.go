@@ -31,6 +31,9 @@ type host struct {
 	shmIx     *shmIndex          // the /dev/shm listing indexed, built on first use
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
+	// unconfirmed holds the processes that would look abandoned but for evidence another user
+	// could have made (Reason.OthersMay), with why: the operator judges them.
+	unconfirmed map[int]leftoverVerdict
 	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not
 	// left over; built on first use, after the leftovers are judged.
 	healthyUnits map[string][]int
@@ -53,6 +56,8 @@ type host struct {
 	// processes that keep it. Both built on first use.
 	groups     map[string]group
 	shmKeepers map[string][]int
+	// shmDirs indexes the capture's shm-dirs records (shmOthersMay); built on first use.
+	shmDirs map[shmDirKey]*parse.ShmDirs
 }
 
 type jobAge struct {
@@ -62,15 +67,16 @@ type jobAge struct {
 
 func newHost(s *parse.Snapshot, now time.Time) *host {
 	h := &host{
-		s:          s,
-		ref:        now,
-		gpuByUUID:  map[string]int{},
-		gpuByIndex: map[int]*parse.GPU{},
-		procByPID:  map[int]*parse.Process{},
-		units:      map[string]*parse.Unit{},
-		uidNames:   map[int]string{},
-		gpByPID:    map[int]*GPUProcess{},
-		leftovers:  map[int]leftoverVerdict{},
+		s:           s,
+		ref:         now,
+		gpuByUUID:   map[string]int{},
+		gpuByIndex:  map[int]*parse.GPU{},
+		procByPID:   map[int]*parse.Process{},
+		units:       map[string]*parse.Unit{},
+		uidNames:    map[int]string{},
+		gpByPID:     map[int]*GPUProcess{},
+		leftovers:   map[int]leftoverVerdict{},
+		unconfirmed: map[int]leftoverVerdict{},
 	}
 	if s.Host.Time != nil {
 		h.ref = *s.Host.Time

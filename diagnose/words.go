@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -56,12 +57,49 @@ func reasonWords(r Reason) string {
 	return string(r.Code)
 }
 
-// servedWords qualifies a cleaned-up reason that a running unit's service makes weak.
+// servedWords qualifies a cleaned-up reason that a running unit's service, or a user who
+// could have made it (OthersMay), makes weak.
 func servedWords(r Reason, s string) string {
-	if r.ServedBy == "" {
-		return s
+	switch {
+	case r.ServedBy != "":
+		return s + "; but " + r.ServedBy + " is running with it as its main process or under it, so that alone does not make it abandoned"
+	case r.OthersMay != nil:
+		return s + "; but " + r.OthersMay.Words() + ", so that says nothing of whether the process is still needed"
 	}
-	return s + "; but " + r.ServedBy + " is running with it as its main process or under it, so that alone does not make it abandoned"
+	return s
+}
+
+// Words says how a user other than the process's owner and root could have made a clue: "it
+// lives in /srv/hf, a directory every user may write, ...".
+func (o OthersMay) Words() string {
+	uid := func(p *int) string {
+		if p == nil {
+			return "an owner the probe could not read"
+		}
+		return "uid " + strconv.Itoa(*p)
+	}
+	switch o.Code {
+	case OthersWorldWritable:
+		return "it lives in " + o.Dir + ", a directory every user may write, so any user could have deleted or renamed it"
+	case OthersGroupWritable:
+		gid := "?"
+		if o.GID != nil {
+			gid = strconv.Itoa(*o.GID)
+		}
+		return "it lives in " + o.Dir + ", a directory every member of group " + gid + " may write, so another user could have deleted or renamed it"
+	case OthersOwnDir:
+		return "it lives in " + o.Dir + ", a directory of another user (" + uid(o.UID) + "), who could have deleted or renamed it"
+	case OthersStickyEntry:
+		return "it lives in " + o.Dir + ", a shared directory where its entry's owner (" + uid(o.UID) + ") could have deleted or renamed it"
+	case OthersDirGone:
+		return "its directory " + o.Dir + " is gone too, so who could have deleted it is not known"
+	case OthersSymlink:
+		return "its path goes through " + o.Dir + ", a symbolic link, so who could have changed it is not known"
+	}
+	if o.Dir != "" {
+		return "the probe could not read who may write " + o.Dir + ", so another user may have deleted or renamed it"
+	}
+	return "the probe could not read who may write its directories, so another user may have deleted or renamed it"
 }
 
 // reasonsWords joins reasons into one clause list, in their order (strong first).

@@ -193,8 +193,9 @@ func shmAmount(files []ShmFile) string {
 }
 
 // shmDeletedWords composes a shm-deleted-mapped finding's words from its facts; served names
-// the running unit whose live service the process is, when that makes it Info.
-func (h *host) shmDeletedWords(f *Finding, gp *GPUProcess, served string) {
+// the running unit whose live service the process is, and others how another user could have
+// deleted its files, when that makes it Info.
+func (h *host) shmDeletedWords(f *Finding, gp *GPUProcess, served string, others *OthersMay) {
 	pid, n := gp.PID, len(f.Shm)
 	amount := shmAmount(f.Shm)
 	f.Title = fmt.Sprintf("PID %d keeps %s of deleted /dev/shm %s in RAM", pid, amount, plural(n, "file", "files"))
@@ -211,6 +212,21 @@ func (h *host) shmDeletedWords(f *Finding, gp *GPUProcess, served string) {
 		n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
 	if served != "" {
 		f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.", pid, served)
+	} else if others != nil {
+		f.Explanation += fmt.Sprintf(" A user other than its owner and root could have deleted %s (%s): that is no sign that PID %d is abandoned, and nothing here stops it.", plural(n, "it", "them"), others.Words(), pid)
 	}
+	f.Fix = fixWords(f.Actions, 0, f.Checks)
+}
+
+// unconfirmedWords composes a leftover-unconfirmed finding's words from its facts.
+func (h *host) unconfirmedWords(f *Finding, gp *GPUProcess) {
+	f.Title = fmt.Sprintf("PID %d (%s) %s: files it uses are gone, but another user could have removed them; only you can judge whether it is still needed", gp.PID, shortCmd(gp), holdsWords(gp))
+	f.Explanation = fmt.Sprintf("PID %d %s. What would mark it left over rests on evidence that a user other than its owner and root could have made: %s. "+
+		"A healthy server looks just the same after another user deletes its files or renames its model directory, so gputriage does not call it abandoned: "+
+		"gputriage fix shows it as needing your judgement and stops it only if you name it (--include %d). "+
+		"Ask its owner, or look at what it is doing, first.", gp.PID, holdsWords(gp), reasonsWords(f.Reasons), gp.PID)
+	f.Evidence = h.processLines(gp)
+	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
+	f.Evidence = append(f.Evidence, reasonLines(f.Reasons)...)
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
 }

@@ -44,7 +44,7 @@ func Read(r io.Reader) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: id %q is not 16 hex digits", ErrPlan, p.ID)
 	}
 	hosts := map[string]bool{}
-	for _, h := range p.Hosts {
+	for i, h := range p.Hosts {
 		if h.Host == "" {
 			return Plan{}, fmt.Errorf("%w: a host without a name", ErrPlan)
 		}
@@ -53,6 +53,9 @@ func Read(r io.Reader) (Plan, error) {
 			return Plan{}, fmt.Errorf("%w: host %q is in the plan twice", ErrPlan, h.Host)
 		}
 		hosts[h.Host] = true
+		// What the operator named in the judge list ("include": true) is a target.
+		h = h.Include(nil)
+		p.Hosts[i] = h
 		pids := map[int]bool{}
 		for _, t := range h.Targets {
 			if pids[t.PID] {

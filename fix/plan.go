@@ -39,6 +39,10 @@ type HostPlan struct {
 	// BootID is the host's boot id when it was probed (32 hex digits).
 	BootID  string   `json:"boot_id"`
 	Targets []Target `json:"targets"`
+	// Judge are the targets whose evidence a user other than the process's owner and root
+	// could have made (leftover-unconfirmed): never applied unless the operator names them
+	// (Include), each with why in its Judge.
+	Judge []Target `json:"judge,omitempty"`
 	// Explained are the holders fix will not signal, each with what to do instead.
 	Explained []Explained `json:"explained,omitempty"`
 }
@@ -75,6 +79,11 @@ type Target struct {
 	Finding  string        `json:"finding"`
 	Reasons  []string      `json:"reasons"`
 	FreesMiB map[int]int64 `json:"frees_mib,omitempty"` // GPU index -> MiB
+	// Judge says, on a target of leftover-unconfirmed, why it needs the operator's judgement:
+	// how another user could have made its evidence. Include is set when the operator names it
+	// (--include PID, or "include": true in a plan file's judge list): only then is it applied.
+	Judge   string `json:"judge,omitempty"`
+	Include bool   `json:"include,omitempty"`
 }
 
 // Explained is a holder a finding names that fix does not signal, and why.
@@ -100,7 +109,12 @@ func BuildHost(host string, s *parse.Snapshot, r diagnose.Result) HostPlan {
 		gps[r.Processes[i].PID] = &r.Processes[i]
 	}
 	for _, f := range r.Findings {
-		if f.Code != diagnose.CodeLeftoverProcess || len(f.PIDs) != 1 || len(f.Actions) == 0 {
+		into := &hp.Targets
+		switch {
+		case f.Code == diagnose.CodeLeftoverUnconfirmed && len(f.PIDs) == 1 && len(f.IfAbandoned) > 0:
+			// Acted on only when the operator names it: its stop is in IfAbandoned.
+			f.Actions, into = f.IfAbandoned, &hp.Judge
+		case f.Code != diagnose.CodeLeftoverProcess || len(f.PIDs) != 1 || len(f.Actions) == 0:
 			continue // a folded finding names many PIDs without judging each: never a target
 		}
 		pid := f.PIDs[0]
@@ -108,8 +122,38 @@ func BuildHost(host string, s *parse.Snapshot, r diagnose.Result) HostPlan {
 		switch {
 		case ex != nil:
 			hp.Explained = append(hp.Explained, *ex)
-		case !slices.ContainsFunc(hp.Targets, func(o Target) bool { return o.PID == t.PID }):
+		case !slices.ContainsFunc(*into, func(o Target) bool { return o.PID == t.PID }):
+			if into == &hp.Judge {
+				t.Judge = judgeWhy(f)
+			}
+			*into = append(*into, t)
+		}
+	}
+	return hp
+}
+
+// judgeWhy says why a leftover-unconfirmed target needs the operator's judgement: how another
+// user could have made each reason it rests on.
+func judgeWhy(f diagnose.Finding) string {
+	var why []string
+	for _, r := range f.Reasons {
+		if r.OthersMay != nil {
+			why = append(why, string(r.Code)+": "+r.OthersMay.Words())
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// Include marks the targets of hp.Judge whose PID is in pids as named by the operator, and
+// moves every named one into Targets: applied like the others from then on.
+func (hp HostPlan) Include(pids []int) HostPlan {
+	judge := hp.Judge
+	hp.Judge, hp.Targets = nil, slices.Clone(hp.Targets)
+	for _, t := range judge {
+		if t.Include = t.Include || slices.Contains(pids, t.PID); t.Include {
 			hp.Targets = append(hp.Targets, t)
+		} else {
+			hp.Judge = append(hp.Judge, t)
 		}
 	}
 	return hp

@@ -59,22 +59,34 @@ func Recheck(planned HostPlan, s *parse.Snapshot, r diagnose.Result) (keep HostP
 func recheck(planned, fresh HostPlan, procs map[int]*parse.Process) (keep HostPlan, refused []Refusal) {
 	keep = planned
 	keep.Targets = []Target{}
-	byPID := map[int]Target{}
+	byPID, judged := map[int]Target{}, map[int]Target{}
 	for _, t := range fresh.Targets {
-		byPID[t.PID] = t
+		byPID[t.PID], judged[t.PID] = t, t
+	}
+	// A target the operator named from the judge list stands when the fresh plan names it
+	// there too; any other only when the fresh plan names it a target outright.
+	for _, t := range fresh.Judge {
+		t.Include = true
+		judged[t.PID] = t
 	}
 	for _, t := range planned.Targets {
 		d := ""
 		if planned.BootID != fresh.BootID {
 			d = "boot-id-differs"
-		} else if d = identityDiffers(t, procs[t.PID]); d == "" {
+		} else if d = identityDiffers(t, procs[t.PID]); d == "" && t.Include {
+			d = actionDiffers(t, judged)
+		} else if d == "" {
 			d = actionDiffers(t, byPID)
 		}
 		if d != "" {
 			refused = append(refused, Refusal{Target: t, Detail: d})
 			continue
 		}
-		keep.Targets = append(keep.Targets, byPID[t.PID])
+		if t.Include {
+			keep.Targets = append(keep.Targets, judged[t.PID])
+		} else {
+			keep.Targets = append(keep.Targets, byPID[t.PID])
+		}
 	}
 	return keep, refused
 }

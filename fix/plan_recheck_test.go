@@ -162,3 +162,63 @@ func TestReadRefusesTwice(t *testing.T) {
 		}
 	}
 }
+
+// A target needing judgement is applied only once named (Include), and then kept only while
+// the fresh probe still names the process, in its judge list or as a target; one not named
+// from the judge list is never kept on the fresh judge list alone.
+func TestRecheckJudged(t *testing.T) {
+	boot := strings.Repeat("ab", 16)
+	weak := Target{Kind: KindKill, PID: 4242, StartTicks: 7, UID: 1000, ArgvSHA256: strings.Repeat("3", 64), Judge: "shm-deleted: ..."}
+	planned := HostPlan{Host: "h", BootID: boot, Judge: []Target{weak}}
+	if hp := planned.Include(nil); len(hp.Targets) != 0 || len(hp.Judge) != 1 {
+		t.Fatalf("not named, yet a target: %+v", hp)
+	}
+	named := planned.Include([]int{4242})
+	if len(named.Targets) != 1 || !named.Targets[0].Include || len(named.Judge) != 0 {
+		t.Fatalf("named, not a target: %+v", named)
+	}
+	for _, c := range []struct {
+		name         string
+		planned      HostPlan
+		fresh        HostPlan
+		kept, detail string
+	}{
+		{"named, still judged", named, HostPlan{BootID: boot, Judge: []Target{weak}}, "4242", ""},
+		{"named, now a leftover", named, HostPlan{BootID: boot, Targets: []Target{weak}}, "4242", ""},
+		{"named, no longer named", named, HostPlan{BootID: boot}, "", DetailNotNamed},
+		{"a leftover then, judged now", HostPlan{BootID: boot, Targets: []Target{weak}}, HostPlan{BootID: boot, Judge: []Target{weak}}, "", DetailNotNamed},
+	} {
+		keep, refused := recheck(c.planned, c.fresh, procsOf([]Target{weak}))
+		kept, detail := "", ""
+		for _, k := range keep.Targets {
+			kept += strconv.Itoa(k.PID)
+		}
+		for _, r := range refused {
+			detail += r.Detail
+		}
+		if kept != c.kept || detail != c.detail {
+			t.Errorf("%s: kept %q refused %q, want %q %q", c.name, kept, detail, c.kept, c.detail)
+		}
+	}
+}
+
+// In a plan file, a judge entry the operator marked "include": true reads as a target.
+func TestReadIncludesJudged(t *testing.T) {
+	weak := Target{Kind: KindKill, PID: 4242, StartTicks: 7, UID: 1000, ArgvSHA256: strings.Repeat("3", 64), Judge: "why"}
+	p := Plan{Version: Version, ID: "0011223344556677", Hosts: []HostPlan{{Host: "h", BootID: strings.Repeat("ab", 16), Targets: []Target{}, Judge: []Target{weak}}}}
+	var b bytes.Buffer
+	if err := Write(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Read(&b)
+	if err != nil || len(got.Hosts[0].Targets) != 0 || len(got.Hosts[0].Judge) != 1 {
+		t.Fatalf("unmarked: %+v %v", got, err)
+	}
+	b.Reset()
+	Write(&b, p)
+	edited := strings.Replace(b.String(), `"pid": 4242`, `"include": true, "pid": 4242`, 1)
+	got, err = Read(strings.NewReader(edited))
+	if err != nil || len(got.Hosts[0].Targets) != 1 || got.Hosts[0].Targets[0].PID != 4242 || len(got.Hosts[0].Judge) != 0 {
+		t.Fatalf("marked: %+v %v", got, err)
+	}
+}

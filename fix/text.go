@@ -39,6 +39,10 @@ func WritePlan(w io.Writer, p Plan, how How, clean func(string) string) {
 				fmt.Fprintf(w, "      frees %s\n", s)
 			}
 		}
+		for _, t := range h.Judge {
+			fmt.Fprintf(w, "  needs your judgement, not applied: PID %d %s of %s; %s: %s\n", t.PID, clean(t.Program), clean(userOf(t)), t.Finding, clean(t.Judge))
+			fmt.Fprintf(w, "      if you judge it abandoned, name it (--include %d, or \"include\": true in a plan file) to run: %s\n", t.PID, clean(t.Line()))
+		}
 		for _, x := range h.Explained {
 			fmt.Fprintf(w, "  not signalled: PID %d %s: %s\n      instead: %s\n", x.PID, clean(x.Program), clean(x.Why), clean(x.Instead))
 			for _, s := range x.Steps {

@@ -38,6 +38,7 @@ var sectionLimits = map[string]int{
 	"user-units":    1 << 20,
 	"shm-df":        64 << 10,
 	"shm-ls":        8 << 20,
+	"shm-dirs":      1 << 20,
 	"ancestors":     1 << 20,
 	"slurm":         1 << 20,
 }
@@ -45,7 +46,7 @@ var sectionLimits = map[string]int{
 // defaultSectionLimit bounds a section this client does not know.
 const defaultSectionLimit = 64 << 10
 
-// maxSections bounds how many sections a capture may hold; the probe prints 15.
+// maxSections bounds how many sections a capture may hold; the probe prints 16.
 const maxSections = 64
 
 // base64Sections are the version 2 sections whose bounded stream (body and rc trailer)

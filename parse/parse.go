@@ -37,6 +37,7 @@ var sectionOK = map[string][]int{
 	"user-units": {0},
 	"shm-df":     {0},
 	"shm-ls":     {0},
+	"shm-dirs":   {0},
 	"ancestors":  {0},
 	"slurm":      {0},
 }
@@ -152,6 +153,7 @@ func (p *snapParser) run() {
 	p.users()
 	p.units()
 	p.shm()
+	p.shmDirs()
 	p.slurm()
 	joinShm(s, fds, maps, sizes)
 }

@@ -363,7 +363,7 @@ desc() {
 	a=$(head -c 65537 "$d/cmdline" | tr "\000" "\n")
 	case $a in *--model* | *--tokenizer* | *--weights* | *--checkpoint* | *--ckpt*) ;; *) a= ;; esac
 	[ -z "$a" ] || printf "%s\n" "$a" | awk "$argpaths" | while IFS= read -r v; do
-		if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v"; fi
+		if [ -e "$d/root$v" ]; then printf "path exists %s\000" "$v"; elif [ -d "$d/root/" ]; then gone "$d/root$v" && printf "path missing %s\000" "$v" && chain "$d/root" "$v"; fi
 	done
 	printf "end\000"
 }
@@ -384,6 +384,23 @@ while [ -n "$pp" ] && [ "$room" -gt 0 ] && [ "$lvl" -lt 64 ]; do
 	for p in $up; do desc "$p" parent; seen="$seen $p" room=$((room - 1)); done
 	lvl=$((lvl + 1))
 done
+'
+# chain ROOT PATH: who may change PATH, a path inside the root ROOT (/proc/PID/root): one field
+# "dir UID GID MODE DEV ROOT/DIR" (MODE st_mode in hex, the type bits included; DEV st_dev) for
+# each directory above PATH that exists, up to /, the deepest first, at most 32. A missing
+# directory prints nothing: the reader finds the deepest one that exists. stat reads them all
+# at once, and never follows the last link (a directory that is a symbolic link shows as one).
+CHAIN_FN='
+chain() {
+	r=$1 c=$2 n=0
+	set --
+	while [ "$n" -lt 32 ] && [ -n "$c" ]; do
+		c=${c%/*}
+		set -- "$@" "$r${c:-/}"
+		n=$((n + 1))
+	done
+	stat --printf "dir %u %g %f %d %n\000" -- "$@" 2>/dev/null
+}
 '
 # The parents to describe at one level, from a first line of the PIDs described so far and a
 # second of the last level's parents' PIDs: each once, none of the first line, not 0 or 1, at
@@ -424,12 +441,12 @@ procscan() {
 	read -r _t0 _rest </proc/uptime 2>/dev/null
 	for _p in $_first; do
 		[ "$_late" -lt 2 ] && ! spent "$_t0" 30 || break
-		t 5 sh -c "$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
+		t 5 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
 		case $? in 124 | 137) printf '\000cut\000' && _late=$((_late + 1)) ;; esac
 		_done="$_done $_p"
 	done
 	# shellcheck disable=SC2046 # PIDS are digits
-	t 20 sh -c "$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
+	t 20 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
 	BEGIN { n = split(skip, a, " "); for (i = 1; i <= n; i++) s[a[i]] = 1 }
 	!($0 in s)') 2>/dev/null
 }
@@ -572,6 +589,37 @@ if [ -n "$HAVE_PRINTF" ]; then
 else
 	nosec shm-ls 8388608 127 "find: no -printf (not GNU find)"
 fi
+
+# Who could have deleted each deleted /dev/shm file a process keeps: per file (at most 512, the
+# GPU holders' first), "file PID PATH", PATH as the kernel names it through the process
+# (readlink of /proc/PID/map_files/START-END or /proc/PID/fd/FD: any byte but NUL, no escapes;
+# map_files is root's only), "owner UID" when the file could be read through the process, then
+# the chain of its directories (CHAIN_FN). Each field is NUL-terminated. The files are found in
+# the maps and fds sections; only their /proc sources travel as lines.
+SHMDIRS=$(printf '%s\n@@next\n%s\n@@next\n%s\n' "$GPUMAPS" "$MAPS" "$FDX" | awk '
+$0 == "@@next" { part++; next }
+part == 0 { split($0, q, "/"); gpu[q[3]] = 1; next }
+part == 1 && /^\/proc\/[0-9]+\/maps:[0-9a-f]+-[0-9a-f]+ / && / \(deleted\)$/ {
+	split($1, q, "[/:]"); pid = q[3]; src = "/proc/" pid "/map_files/" q[5]; p = substr($0, index($0, " /dev/shm/") + 1) }
+part == 2 && /^\/proc\/[0-9]+\/fd\t[0-9]+\t\/dev\/shm\// && / \(deleted\)$/ {
+	split($0, f, "\t"); split(f[1], q, "/"); pid = q[3]; src = f[1] "/" f[2]; p = f[3] }
+part > 0 && pid != "" {
+	if (!((pid, p) in seen)) { seen[pid, p] = 1; line = pid "\t" src; if (pid in gpu) a[na++] = line; else b[nb++] = line }
+	pid = "" }
+END { for (i = 0; i < na && n < 512; i++) { print a[i]; n++ } for (i = 0; i < nb && n < 512; i++) { print b[i]; n++ } }')
+SHMDIRS_SCRIPT='
+while IFS="	" read -r pid src; do
+	p=$(readlink -- "$src" 2>/dev/null) || continue
+	case $p in "/dev/shm/"*" (deleted)") p=${p% (deleted)} ;; *) continue ;; esac
+	printf "file %s %s\000" "$pid" "$p"
+	u=$(stat -L -c %u -- "$src" 2>/dev/null) && printf "owner %s\000" "$u"
+	chain "/proc/$pid/root" "$p"
+done
+'
+shmdirs() {
+	printf '%s\n' "$SHMDIRS" | t 10 sh -c "$CHAIN_FN$SHMDIRS_SCRIPT" sh 2>/dev/null
+}
+if [ -n "$SHMDIRS" ]; then sec shm-dirs 1048576 0 shmdirs; else nosec shm-dirs 1048576 0; fi
 
 # Slurm: which job runs each described process, and what Slurm says of those jobs. A process
 # in a Slurm cgroup names its job there (procs' cgroup lines); one without (proctrack/linuxproc

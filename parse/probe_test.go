@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,8 +263,23 @@ func TestProbeSeesDeletedShm(t *testing.T) {
 			if len(p.Argv) != 10 || p.Argv[5] != "arg with space" || p.Argv[6] != "tab\there" || p.Argv[3] != gone || p.ArgvTruncated {
 				t.Errorf("argv %q", p.Argv)
 			}
-			if want := []PathCheck{{"/nonexistent/gputriage-model", false}, {filepath.Dir(kept), true}}; !reflect.DeepEqual(p.ModelPaths, want) {
+			// The missing path's chain is / alone, a directory of root's.
+			if len(p.ModelPaths) > 0 {
+				if d := p.ModelPaths[0].Dirs; len(d) != 1 || d[0].Path != "/" || d[0].UID != 0 || d[0].Mode&0o170000 != 0o040000 {
+					t.Errorf("dirs above the missing path %+v", d)
+				}
+				p.ModelPaths[0].Dirs = nil
+			}
+			if want := []PathCheck{{Path: "/nonexistent/gputriage-model"}, {Path: filepath.Dir(kept), Exists: true}}; !reflect.DeepEqual(p.ModelPaths, want) {
 				t.Errorf("model paths %+v, want %+v", p.ModelPaths, want)
+			}
+			// The deleted file directly in /dev/shm: its owner (root, read through the process)
+			// and its directories, /dev/shm (sticky, on its own device) first.
+			if i := slices.IndexFunc(s.ShmDirs, func(d ShmDirs) bool { return d.PID == pid && d.Path == gone }); i < 0 || !s.ShmDirsProbed {
+				t.Errorf("shm dirs of %s: %+v", gone, s.ShmDirs)
+			} else if d := s.ShmDirs[i]; d.Owner == nil || *d.Owner != 0 || len(d.Dirs) != 3 || d.Dirs[0].Path != "/dev/shm" ||
+				d.Dirs[0].Mode&0o1000 == 0 || d.Dirs[1].Path != "/dev" || d.Dirs[2].Path != "/" {
+				t.Errorf("shm dirs of %s: %+v", gone, d)
 			}
 			var deleted, mapped *ShmUse
 			for i, u := range p.Shm {

@@ -143,6 +143,10 @@ func (pb *procBuilder) field(n int, key, val string) {
 		if (state == "exists" || state == "missing") && path != "" {
 			p.ModelPaths = append(p.ModelPaths, PathCheck{Path: path, Exists: state == "exists"})
 		}
+	case "dir":
+		if n := len(p.ModelPaths); n > 0 && !p.ModelPaths[n-1].Exists {
+			p.ModelPaths[n-1].Dirs = addDir(p.ModelPaths[n-1].Dirs, p.PID, val)
+		}
 	}
 }
 

@@ -55,7 +55,7 @@ func TestProcs(t *testing.T) {
 		PID: 10, PPID: intp(1), State: "R", Comm: "my (weird) proc", UID: intp(1000), StartTime: &start,
 		Argv: []string{"python3", "-m", "vllm serve", "--model", "/models/llama"}, Cwd: "/srv/my dir",
 		NSPIDs: []int{10, 1}, RSSKiB: i64(2048), RssShmemKiB: i64(512),
-		ModelPaths: []PathCheck{{"/models/llama", false}},
+		ModelPaths: []PathCheck{{Path: "/models/llama"}},
 	}
 	if !eqPtr(p.PPID, want.PPID) || p.State != want.State || p.Comm != want.Comm || !eqPtr(p.UID, want.UID) ||
 		p.StartTime == nil || !p.StartTime.Equal(start) || !reflect.DeepEqual(p.Argv, want.Argv) || p.Cwd != want.Cwd ||

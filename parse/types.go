@@ -37,6 +37,10 @@ type Snapshot struct {
 	// manages GPUs: whether a job's GPU allocation means anything here.
 	SlurmNodes []SlurmNode
 	SlurmGRES  SlurmGRES
+	// ShmDirs are the deleted /dev/shm files' owners and directories (section shm-dirs);
+	// ShmDirsProbed is set when the capture has that section (an older probe's has not).
+	ShmDirs       []ShmDirs
+	ShmDirsProbed bool
 	// Notes are the probe's limitations on this host: what it could not see, what was cut.
 	Notes []Note
 	// Sections lists every section of the capture with its exit status and truncation, in
@@ -223,6 +227,28 @@ type ShmUse struct {
 type PathCheck struct {
 	Path   string
 	Exists bool
+	// Dirs are the directories above a missing path that exist, deepest first (DirInfo);
+	// nil when the probe did not read them.
+	Dirs []DirInfo
+}
+
+// DirInfo is a directory above a path, as the probe saw it: who may remove or rename what it
+// holds.
+type DirInfo struct {
+	Path     string // as the process sees it (the probe's /proc/PID/root prefix dropped)
+	UID, GID int
+	Mode     uint32 // st_mode, the type bits included
+	Dev      uint64 // st_dev: a directory on another device than its parent's is a mount point
+}
+
+// ShmDirs is who could have deleted a deleted /dev/shm file a process keeps (shm-dirs).
+type ShmDirs struct {
+	PID  int
+	Path string
+	// Owner is the file's owner, when the probe could read it through the process.
+	Owner *int
+	// Dirs are the file's directories that exist, deepest first, up to /.
+	Dirs []DirInfo
 }
 
 // Shm is /dev/shm on the host.

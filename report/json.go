@@ -296,28 +296,31 @@ type jsonFinding struct {
 	Actions []jsonAction  `json:"actions"`
 	Checks  []jsonCommand `json:"checks"`
 	Shm     []jsonShmFile `json:"shm"`
+	// IfAbandoned: leftover-unconfirmed's stop, for an operator who judges it abandoned.
+	IfAbandoned []jsonAction `json:"if_abandoned"`
 }
 
 type jsonReason struct {
-	Code        string   `json:"code"`
-	Strong      bool     `json:"strong"`
-	PID         *int     `json:"pid"`
-	Unit        *string  `json:"unit"`
-	State       *string  `json:"state"`
-	Result      *string  `json:"result"`
-	Paths       []string `json:"paths"`
-	AgeSeconds  *int64   `json:"age_seconds"`
-	ThanSeconds *int64   `json:"than_seconds"`
-	Older       bool     `json:"older"`
-	ServedBy    *string  `json:"served_by"`
-	Orphaned    bool     `json:"orphaned"`
-	Note        *string  `json:"note"`
-	Detail      *string  `json:"detail"`
-	Bytes       *int64   `json:"bytes"`
-	Job         *string  `json:"slurm_job"`
-	JobUser     *string  `json:"job_user"`
-	Node        *string  `json:"node"`
-	GPUs        []int    `json:"gpus"`
+	Code        string         `json:"code"`
+	Strong      bool           `json:"strong"`
+	PID         *int           `json:"pid"`
+	Unit        *string        `json:"unit"`
+	State       *string        `json:"state"`
+	Result      *string        `json:"result"`
+	Paths       []string       `json:"paths"`
+	AgeSeconds  *int64         `json:"age_seconds"`
+	ThanSeconds *int64         `json:"than_seconds"`
+	Older       bool           `json:"older"`
+	ServedBy    *string        `json:"served_by"`
+	OthersMay   *jsonOthersMay `json:"others_may"`
+	Orphaned    bool           `json:"orphaned"`
+	Note        *string        `json:"note"`
+	Detail      *string        `json:"detail"`
+	Bytes       *int64         `json:"bytes"`
+	Job         *string        `json:"slurm_job"`
+	JobUser     *string        `json:"job_user"`
+	Node        *string        `json:"node"`
+	GPUs        []int          `json:"gpus"`
 	// ConstrainDevices and TaskCgroup: gpu-not-allocated's Slurm device confinement.
 	ConstrainDevices *bool   `json:"constrain_devices"`
 	TaskCgroup       *bool   `json:"task_cgroup"`
@@ -325,6 +328,21 @@ type jsonReason struct {
 	Parent           *int    `json:"parent"`
 	ParentName       *string `json:"parent_name"`
 	Other            *int    `json:"other_pid"`
+}
+
+// jsonOthersMay is diagnose.OthersMay: how another user could have made a clue.
+type jsonOthersMay struct {
+	Code string  `json:"code"`
+	Dir  *string `json:"dir"`
+	UID  *int    `json:"uid"`
+	GID  *int    `json:"gid"`
+}
+
+func jsonOthersMayOf(o *diagnose.OthersMay) *jsonOthersMay {
+	if o == nil {
+		return nil
+	}
+	return &jsonOthersMay{Code: string(o.Code), Dir: optStr(validUTF8(o.Dir)), UID: o.UID, GID: o.GID}
 }
 
 type jsonAction struct {
@@ -467,13 +485,13 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 		Code: validUTF8(f.Code), Severity: f.Severity.String(), Kind: optStr(f.Kind),
 		Title: validUTF8(f.Title), GPUs: orEmpty(f.GPUs), PIDs: orEmpty(f.PIDs), Files: validAll(f.Files),
 		Explanation: validUTF8(f.Explanation), Evidence: validAll(f.Evidence), Fix: validAll(f.Fix),
-		Reasons: []jsonReason{}, Actions: []jsonAction{}, Checks: jsonCommands(f.Checks), Shm: []jsonShmFile{},
+		Reasons: []jsonReason{}, Checks: jsonCommands(f.Checks), Shm: []jsonShmFile{},
 	}
 	for _, r := range f.Reasons {
 		j.Reasons = append(j.Reasons, jsonReason{Code: validUTF8(string(r.Code)), Strong: r.Strong, PID: optInt(r.PID),
 			Unit: optStr(r.Unit), State: optStr(r.State), Result: optStr(r.Result), Paths: validAll(r.Paths),
 			AgeSeconds: optSeconds(r.Age), ThanSeconds: optSeconds(r.Than), Older: r.Older,
-			ServedBy: optStr(r.ServedBy), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
+			ServedBy: optStr(r.ServedBy), OthersMay: jsonOthersMayOf(r.OthersMay), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
 			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
 			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: optInt(r.Folded),
 			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other)})
@@ -481,14 +499,7 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}
 	}
-	for _, a := range f.Actions {
-		frees := jsonImpact{GPUMiB: map[string]int64{}, ShmBytes: a.Frees.ShmBytes}
-		for g, m := range a.Frees.GPUMiB {
-			frees.GPUMiB[strconv.Itoa(g)] = m
-		}
-		j.Actions = append(j.Actions, jsonAction{Kind: validUTF8(string(a.Kind)), Target: validUTF8(a.Target),
-			PIDs: orEmpty(a.PIDs), Frees: frees, Steps: jsonCommands(a.Steps)})
-	}
+	j.Actions, j.IfAbandoned = jsonActions(f.Actions), jsonActions(f.IfAbandoned)
 	for _, sf := range f.Shm {
 		js := jsonShmFile{Path: validUTF8(sf.Path), Bytes: sf.Bytes, Dir: sf.Dir, Deleted: sf.Deleted, Mapped: sf.Mapped,
 			Open: sf.Open, PIDs: orEmpty(sf.PIDs), MorePIDs: sf.MorePIDs, ByName: sf.ByName, Owner: optStr(sf.Owner), Modified: optTime(sf.Modified)}
@@ -498,6 +509,19 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 		j.Shm = append(j.Shm, js)
 	}
 	return j
+}
+
+func jsonActions(as []diagnose.Action) []jsonAction {
+	out := []jsonAction{}
+	for _, a := range as {
+		frees := jsonImpact{GPUMiB: map[string]int64{}, ShmBytes: a.Frees.ShmBytes}
+		for g, m := range a.Frees.GPUMiB {
+			frees.GPUMiB[strconv.Itoa(g)] = m
+		}
+		out = append(out, jsonAction{Kind: validUTF8(string(a.Kind)), Target: validUTF8(a.Target),
+			PIDs: orEmpty(a.PIDs), Frees: frees, Steps: jsonCommands(a.Steps)})
+	}
+	return out
 }
 
 func jsonCommands(cs []diagnose.Command) []jsonCommand {

@@ -74,6 +74,8 @@ func reasonPhrase(r diagnose.Reason, shmListed bool) string {
 	}
 	if r.ServedBy != "" {
 		s += " (but " + r.ServedBy + " still serves it)"
+	} else if r.OthersMay != nil {
+		s += " (but another user could have done that)"
 	}
 	return s
 }

@@ -33,6 +33,7 @@ type fixOptions struct {
 	apply     string
 	killAfter time.Duration
 	wait      time.Duration
+	include   []int
 
 	// bases are the hosts' whole snapshots as probed for the plan, or again just before it is
 	// applied, by host name: the first round of the watch for released memory.
@@ -45,6 +46,7 @@ func (o *fixOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.apply, "apply", "", "apply the reviewed plan in `FILE` (written by --plan-out) instead of probing")
 	fs.DurationVar(&o.killAfter, "kill-after", 0, "send SIGKILL to targets still running `DURATION` after SIGTERM; 0: ask on a terminal")
 	fs.DurationVar(&o.wait, "wait", 60*time.Second, "`DURATION` to watch each target exit and its GPU memory be released")
+	fs.IntSliceVar(&o.include, "include", nil, "also stop `PID`, shown as needing your judgement (its evidence another user could have made); repeatable")
 }
 
 // Exit statuses of fix, besides exitUsage, exitInternal and exitInterrupted.
@@ -64,7 +66,10 @@ Usage:
   gputriage fix --apply FILE             apply a reviewed plan
 
 Only leftover-process findings are acted on: SIGTERM to the PID, or the unit's, container's
-or job's stop when that is what the evidence supports. PID 1, kernel threads, sshd, the fix
+or job's stop when that is what the evidence supports. A process that would look abandoned
+only on evidence another user could have made (its files deleted from a directory others may
+write: leftover-unconfirmed) is shown as needing your judgement and stopped only if you name
+it: --include PID, or "include": true in a plan file. PID 1, kernel threads, sshd, the fix
 session itself, zombies and processes stuck in the driver are never signalled: the plan says
 what to do instead. Each target is named by boot id, PID, start time, uid and argv hash; a
 target whose identity differs on the host is refused. Every action is recorded in
@@ -248,6 +253,9 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 		if err != nil {
 			return nil, false, usagef("fix: %s: %v", f.apply, err)
 		}
+		for i := range p.Hosts {
+			p.Hosts[i] = p.Hosts[i].Include(f.include)
+		}
 		return &p, false, nil
 	}
 	var mu sync.Mutex
@@ -255,7 +263,7 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 	f.bases = map[string]baseline{}
 	see := func(h *report.Host) {
 		if h.Err == nil && h.Snapshot != nil {
-			hp := fix.BuildHost(h.Name, h.Snapshot, h.Result)
+			hp := fix.BuildHost(h.Name, h.Snapshot, h.Result).Include(f.include)
 			mu.Lock()
 			plans[h.Name] = hp
 			if len(hp.Targets) > 0 {

@@ -21,7 +21,7 @@ import (
 
 // ctrLab is a GPU host that runs its inference servers in Docker: a real dockerd (cgroupfs
 // driver) runs sglang-old, the previous deployment, whose weights in its /dev/shm were
-// rm -rf'd while it still maps them, on GPU 0; and sglang-new, healthy, on GPU 1. The lab
+// deleted while it still maps them, on GPU 0; and sglang-new, healthy, on GPU 1. The lab
 // sshd "gpu-ctr" runs in the test's own PID and mount namespaces, where the containers'
 // processes are, and its sessions get DOCKER_HOST (through authorized_keys' environment=),
 // so that the host's `docker stop` reaches that daemon. Its nvidia-smi lists both
@@ -61,12 +61,12 @@ func newCtrEngine(t *testing.T) *ctrLab {
 	return l
 }
 
-// startHost removes the old server's weights (the new deployment's script did: the old
-// server still maps them) and starts the lab host, gpu-ctr.
+// startHost removes the old server's weights from its own directory (the new deployment's
+// script did, as root: the old server still maps them) and starts the lab host, gpu-ctr. The
+// directory stays: had it gone too, who could have emptied it would be unknown, and the
+// deletion no evidence (docs/findings.md, "What counts as strong evidence").
 func (l *ctrLab) startHost(t *testing.T) {
-	if err := os.RemoveAll(fmt.Sprintf("/proc/%d/root%s", l.oldPID, ctrOldShm)); err != nil {
-		t.Fatal(err)
-	}
+	deleteWeights(t, l.oldPID)
 	key, pub := sshdtest.UserKey(t, l.dir, "ed25519")
 	// sshd takes only its first SetEnv line, the harness's PATH: DOCKER_HOST comes with the key.
 	l.sshd = sshdtest.Start(t, sshdtest.Config{Name: "gpu-ctr", Addr: "127.0.0.191", Port: 2391, JoinPID: os.Getpid(),
@@ -74,6 +74,22 @@ func (l *ctrLab) startHost(t *testing.T) {
 		Extra:          []string{"PermitUserEnvironment DOCKER_HOST"}, SMI: l.smi(l.oldPID)})
 	fakeLogger(t, l.sshd)
 	l.config = labClientConfig(t, l.dir, "gpu-ctr", l.sshd, key)
+}
+
+// deleteWeights deletes the files of ctrOldShm in the container of pid, as root, and leaves
+// the directory.
+func deleteWeights(t *testing.T, pid int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/root%s", pid, ctrOldShm)
+	files, err := os.ReadDir(dir)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the old server's weights: %v %v", files, err)
+	}
+	for _, f := range files {
+		if err := os.Remove(filepath.Join(dir, f.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // smi is the host's nvidia-smi with the old deployment's process oldPID on GPU 0.
@@ -220,9 +236,7 @@ func TestFixRefusesRestartedContainer(t *testing.T) {
 	}
 	// Its weights deleted again, a plan made now names the new process, and --apply stops
 	// the container.
-	if err := os.RemoveAll(fmt.Sprintf("/proc/%d/root%s", again, ctrOldShm)); err != nil {
-		t.Fatal(err)
-	}
+	deleteWeights(t, again)
 	if out, errOut, code := l.fix(t, nil, "--plan-out", plan, "gpu-ctr"); code != exitOK {
 		t.Fatalf("--plan-out: exit %d\n%s\n%s", code, out, errOut)
 	}

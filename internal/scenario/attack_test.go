@@ -235,11 +235,13 @@ def mapfd(fd, size):
 
 // mapAndClose is a program that writes a sparse weights file of size bytes under dir, maps it
 // and closes its descriptor, as safetensors loads weights: the mapping alone holds the file.
-// With remove, it then removes dir, as an operator's rm -rf of the weights would.
+// With remove, it then removes the file, as an operator who deletes the weights would.
 func mapAndClose(dir string, size int64, remove bool) string {
 	rm := ""
 	if remove {
-		rm = fmt.Sprintf("import shutil; shutil.rmtree(%q)\n", dir)
+		// The file only: its own directory stays, so that only its owner or root could have
+		// emptied it, which is what makes the deletion evidence.
+		rm = fmt.Sprintf("os.unlink(os.path.join(%q, \"model-00001-of-00001.safetensors\"))\n", dir)
 	}
 	return libcMmap + fmt.Sprintf(`os.makedirs(%q, exist_ok=True)
 fd = os.open(os.path.join(%q, "model-00001-of-00001.safetensors"), os.O_CREAT | os.O_RDWR, 0o644)

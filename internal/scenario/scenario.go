@@ -192,7 +192,8 @@ type Server struct {
 	Module string
 	Args   []string
 	// ShmDir, if set, is created under /dev/shm with ShmFiles weight files of ShmBytes each,
-	// all mapped; Delete removes the directory afterwards (still mapped).
+	// all mapped; Delete removes the files afterwards (still mapped), as the server's own user,
+	// and leaves the directory, which is the server's own.
 	ShmDir   string
 	ShmFiles int
 	ShmBytes int64

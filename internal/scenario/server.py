@@ -7,7 +7,9 @@
 #   GT_SHM_DIR     directory under /dev/shm to create (e.g. /dev/shm/Qwen3.6-27B)
 #   GT_SHM_FILES   number of weight files (default 2)
 #   GT_SHM_BYTES   bytes per file (default 1 MiB)
-#   GT_DELETE      "1": rm -rf GT_SHM_DIR after mapping, as the operator did
+#   GT_DELETE      "1": rm the weight files after mapping, as the operator did, as the server's
+#                  own user; the directory stays (its own: only it and root could have
+#                  emptied it, which is what makes the deletion strong evidence)
 #   GT_CHILDREN    number of spawned worker processes (multiprocessing "spawn", like TP ranks)
 #   GT_ZOMBIE      "1": fork a child that exits at once and is never reaped (a zombie)
 #   GT_IGNORE_TERM "1": ignore SIGTERM (signal.SIG_IGN); only SIGKILL ends the server
@@ -28,7 +30,6 @@ import subprocess
 import threading
 import multiprocessing
 import os
-import shutil
 import signal
 import sys
 import time
@@ -68,7 +69,8 @@ def main():
             f = open(p, "r+b")
             maps.append((f, mmap.mmap(f.fileno(), size, mmap.MAP_SHARED)))
         if os.environ.get("GT_DELETE") == "1":
-            shutil.rmtree(d)
+            for name in os.listdir(d):
+                os.unlink(os.path.join(d, name))
     kids = []
     for r in range(int(os.environ.get("GT_CHILDREN", "0"))):
         ctx = multiprocessing.get_context("spawn")
