@@ -134,7 +134,7 @@ func TestBashCompletion(t *testing.T) {
 		{[]string{"collect", "--sa"}, "--save"},
 		{[]string{"explain", "--ho"}, "--host"},
 		{[]string{"explain", "--host", "i"}, "included01"},
-		{[]string{"node-check", "--d"}, "--drain"},
+		{[]string{"node-check", "--d"}, "--drain --drain-unconstrained"},
 		{[]string{"node-check", "k"}, ""},
 		{[]string{"watch", "--un"}, "--until"},
 		{[]string{"watch", "--until", ""}, "clean free ready"},
