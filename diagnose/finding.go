@@ -117,8 +117,13 @@ type GPUProcess struct {
 	Elapsed *time.Duration
 	// GPUMemoryMiB is the memory nvidia-smi reports per GPU index.
 	GPUMemoryMiB map[int]int64
-	// GPUs are the GPU indexes the process uses: nvidia-smi rows and /dev/nvidiaN fds.
+	// GPUs are the GPU indexes the process is tied to: those nvidia-smi lists it on; for a
+	// process it lists on no GPU, those whose /dev/nvidiaN it holds open (DeviceGPUs). A
+	// CUDA process opens every device file it can see, so a listed process is never tied to
+	// a GPU by its device files alone.
 	GPUs []int
+	// DeviceGPUs are the GPU indexes whose /dev/nvidiaN the process holds open.
+	DeviceGPUs []int
 	// Listed is true when nvidia-smi listed it as a compute app.
 	Listed bool
 	Unit   string
