@@ -28,6 +28,7 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	fs = append(fs, h.imbalanceFindings()...)
 	fs = append(fs, h.leftoverFindings()...)
 	fs = append(fs, h.shmDeletedFindings()...)
+	fs = append(fs, h.deadPIDFindings()...)
 	ghost, hasGhost := h.ghostFinding()
 	one(ghost, hasGhost)
 	one(h.shmStaleFinding())

@@ -126,7 +126,10 @@ type GPUProcess struct {
 	DeviceGPUs []int
 	// Listed is true when nvidia-smi listed it as a compute app.
 	Listed bool
-	Unit   string
+	// Graphics is set when nvidia-smi's full listing types it graphics work (G, C+G);
+	// MPSClient when it types it an MPS client (M+C).
+	Graphics, MPSClient bool
+	Unit                string
 	// UnitUserUID is set when Unit belongs to that user's systemd manager (user@UID.service),
 	// not to the system's: a user's "sshd.service" is not the host's sshd.
 	UnitUserUID *int

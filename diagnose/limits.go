@@ -101,11 +101,15 @@ func (h *host) viewLimits() []Reason {
 	if real && !s.Host.HasTimeout && !slices.ContainsFunc(s.Notes, func(n parse.Note) bool { return strings.Contains(n.Message, "timeout") }) {
 		rs = append(rs, Reason{Code: ReasonNoTimeout})
 	}
+	gone := h.goneApps() // each has its dead-pid-memory finding
 	for i := range h.procs {
 		gp := &h.procs[i]
 		p := h.procByPID[gp.PID]
 		switch {
-		case p == nil && gp.Listed:
+		case slices.Contains(gone, gp.PID):
+		case p == nil && gp.Listed, slices.Contains(h.s.AppsGone, gp.PID), p != nil && p.Gone && gp.Listed && !h.s.AppsChecked:
+			// Gone already right after the listing, or when nothing says when it went (a
+			// capture without apps-alive): not known to have exited while the probe ran.
 			rs = append(rs, Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
 		case p != nil && p.Gone:
 			rs = append(rs, Reason{Code: ReasonPIDExited, PID: gp.PID})

@@ -29,6 +29,9 @@ type host struct {
 	// there too, and each check tells the two apart (gp.GPUMemoryMiB, gp.Listed).
 	onGPU     map[int][]*GPUProcess
 	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
+	// smiListed are the GPU indexes nvidia-smi's full listing (smi-pids) names a process on
+	// that the probe believes (joinSMIProcs).
+	smiListed map[int]bool
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
 	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not
@@ -124,6 +127,7 @@ func deviceGPU(dev string) (int, bool) {
 func (h *host) joinProcesses() {
 	h.joinApps()
 	h.joinHolders()
+	h.joinSMIProcs()
 	for pid, gp := range h.gpByPID {
 		slices.Sort(gp.GPUs)
 		gp.GPUs = slices.Compact(gp.GPUs)
