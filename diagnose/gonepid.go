@@ -70,7 +70,7 @@ func (h *host) deadPIDFinding(dead *GPUProcess) Finding {
 		gpus = dead.GPUs
 	}
 	f := Finding{Code: CodeDeadPIDMemory, Severity: Warning, GPUs: slices.Clone(gpus)}
-	f.Reasons = append(f.Reasons, Reason{Code: ReasonListedPIDGone, PID: dead.PID, MiB: dead.memMiB(), Held: slices.Clone(gpus)})
+	f.Reasons = append(f.Reasons, Reason{Code: ReasonListedPIDGone, PID: dead.PID, MiB: dead.memMiB(), Held: slices.Clone(gpus), GPUs: slices.Clone(gpus)})
 	tied, others := h.deviceKeepers(dead.PID, gpus)
 	for _, k := range tied {
 		f.Reasons = append(f.Reasons, k)

@@ -302,11 +302,13 @@ type jsonReason struct {
 	Orphaned    bool     `json:"orphaned"`
 	Note        *string  `json:"note"`
 	Detail      *string  `json:"detail"`
-	Bytes       *int64   `json:"bytes"`
-	Job         *string  `json:"slurm_job"`
-	JobUser     *string  `json:"job_user"`
-	Node        *string  `json:"node"`
-	GPUs        []int    `json:"gpus"`
+	// MiB is the GPU memory nvidia-smi charges to the gone PID (listed-pid-gone only).
+	MiB     *int64  `json:"mib,omitempty"`
+	Bytes   *int64  `json:"bytes"`
+	Job     *string `json:"slurm_job"`
+	JobUser *string `json:"job_user"`
+	Node    *string `json:"node"`
+	GPUs    []int   `json:"gpus"`
 }
 
 type jsonAction struct {
@@ -455,6 +457,9 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs)})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
+		}
+		if r.Code == diagnose.ReasonListedPIDGone {
+			j.Reasons[len(j.Reasons)-1].MiB = &r.MiB
 		}
 	}
 	for _, a := range f.Actions {
