@@ -301,7 +301,7 @@ func TestStagedWorkstationGraphics(t *testing.T) {
 }
 
 // CUDA MPS: the control daemon and the server hold memory for their clients. A live client
-// (type M+C) on GPU 0 makes the server no culprit; a leftover client (orphaned, stopped with
+// (type M+C) on GPU 0 makes the server no culprit, old and orphaned as it is; a leftover client (orphaned, stopped with
 // Ctrl-Z long ago) with memory on GPU 1 and the device files of all four is named, on GPU 1.
 func TestStagedMPS(t *testing.T) {
 	s := newStage(t)
@@ -310,8 +310,11 @@ func TestStagedMPS(t *testing.T) {
 	s.gpuSet([]int64{81559, 81559, 81559, 81559})
 	_, ctl := box.start(t, boxProc{comm: "nvidia-cuda-mps-control", argv: []string{"nvidia-cuda-mps-control", "-d"}, devs: []string{"nvidiactl"}, orphan: true})
 	_, srv := box.start(t, boxProc{comm: "nvidia-cuda-mps-server", argv: []string{"nvidia-cuda-mps-server"}, devs: cudaDevs(4), orphan: true})
-	_, live := box.start(t, boxProc{argv: []string{"python3", "infer.py", "--batch", "8"}, devs: cudaDevs(4), uid: 1000,
+	_, live := box.start(t, boxProc{argv: []string{"python3", "infer.py", "--batch", "8"}, devs: cudaDevs(4),
 		cgroup: s.cgroup("system.slice/infer.service")})
+	// The daemons have run for ten days, orphaned, the service for an hour: without MPS's own
+	// facts the server would read as an old orphan much older than the host's other work.
+	s.aged[ctl[0]], s.aged[srv[0]], s.aged[live[0]] = 240*time.Hour, 240*time.Hour, time.Hour
 	s.units = append(s.units, scenario.Unit{Name: "infer.service", ActiveState: "active", SubState: "running", MainPID: live[0]})
 	_, stale := box.start(t, boxProc{argv: []string{"python3", "infer.py", "--batch", "8"}, devs: cudaDevs(4), uid: 1000, orphan: true})
 	if err := syscall.Kill(stale[0], syscall.SIGSTOP); err != nil {
