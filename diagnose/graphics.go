@@ -122,30 +122,41 @@ func (h *host) protected(gp *GPUProcess) bool {
 	if displayName(p.Comm, p.Argv) {
 		return true
 	}
-	return mpsDaemon(p.Comm, p.Argv) && len(h.mpsClients(gp)) > 0
+	return mpsDaemon(p.Comm, p.Argv) && h.mpsServes(gp)
 }
 
-// mpsClients are the live MPS clients an MPS daemon serves: processes nvidia-smi types M+C
-// that are alive; when nvidia-smi's full listing is unknown, every other live process listed
-// with memory on the daemon's GPUs (or anywhere, for a daemon tied to none).
-func (h *host) mpsClients(daemon *GPUProcess) []int {
-	var out []int
-	for i := range h.procs {
-		c := &h.procs[i]
-		if c.PID == daemon.PID || !h.alive(c.PID) {
-			continue
-		}
-		if p := h.procByPID[c.PID]; p != nil && mpsDaemon(p.Comm, p.Argv) {
-			continue
-		}
-		switch {
-		case c.MPSClient:
-			out = append(out, c.PID)
-		case !h.s.SMIProcsKnown && c.memMiB() > 0 && (len(daemon.GPUs) == 0 || slices.ContainsFunc(c.memGPUs(), func(g int) bool { return slices.Contains(daemon.GPUs, g) })):
-			out = append(out, c.PID)
+// mpsServes reports whether an MPS daemon serves a live client: a process nvidia-smi types
+// M+C that the probe saw alive; when nvidia-smi's full listing is unknown, any other live
+// process listed with memory on the daemon's GPUs (or anywhere, for a daemon tied to none).
+// The clients are counted once per host (mpsLive), so that thousands of processes named like
+// the daemon cost linear time.
+func (h *host) mpsServes(daemon *GPUProcess) bool {
+	if h.mpsLive == nil {
+		h.mpsLive = map[int]int{}
+		for i := range h.procs {
+			c := &h.procs[i]
+			p := h.procByPID[c.PID]
+			if !h.alive(c.PID) || p != nil && mpsDaemon(p.Comm, p.Argv) {
+				continue
+			}
+			switch {
+			case c.MPSClient:
+				h.mpsLive[-1]++
+			case !h.s.SMIProcsKnown && c.memMiB() > 0:
+				h.mpsLive[-2]++
+				for _, g := range c.memGPUs() {
+					h.mpsLive[g]++
+				}
+			}
 		}
 	}
-	return out
+	if h.mpsLive[-1] > 0 {
+		return true
+	}
+	if len(daemon.GPUs) == 0 {
+		return h.mpsLive[-2] > 0
+	}
+	return slices.ContainsFunc(daemon.GPUs, func(g int) bool { return h.mpsLive[g] > 0 })
 }
 
 // alive reports whether the probe saw pid alive: described, and not gone.

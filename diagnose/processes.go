@@ -32,6 +32,9 @@ type host struct {
 	// smiListed are the GPU indexes nvidia-smi's full listing (smi-pids) names a process on
 	// that the probe believes (joinSMIProcs).
 	smiListed map[int]bool
+	// mpsLive counts the live MPS clients, per GPU index (-1: typed M+C anywhere, -2: any
+	// listed with memory); nil until mpsServes first needs it.
+	mpsLive map[int]int
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
 	// healthyUnits holds, per unit (unitRef.key), up to two GPU processes in it that are not
