@@ -30,6 +30,7 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	fs = append(fs, h.outsideAllocationFindings()...)
 	fs = append(fs, h.unconfirmedFindings()...)
 	fs = append(fs, h.shmDeletedFindings()...)
+	fs = append(fs, h.deadPIDFindings()...)
 	ghost, hasGhost := h.ghostFinding()
 	one(ghost, hasGhost)
 	one(h.shmStaleFinding())

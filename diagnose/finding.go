@@ -135,11 +135,19 @@ type GPUProcess struct {
 	Elapsed *time.Duration
 	// GPUMemoryMiB is the memory nvidia-smi reports per GPU index.
 	GPUMemoryMiB map[int]int64
-	// GPUs are the GPU indexes the process uses: nvidia-smi rows and /dev/nvidiaN fds.
+	// GPUs are the GPU indexes the process is tied to: those nvidia-smi lists it on; for a
+	// process it lists on no GPU, those whose /dev/nvidiaN it holds open (DeviceGPUs). A
+	// CUDA process opens every device file it can see, so a listed process is never tied to
+	// a GPU by its device files alone.
 	GPUs []int
+	// DeviceGPUs are the GPU indexes whose /dev/nvidiaN the process holds open.
+	DeviceGPUs []int
 	// Listed is true when nvidia-smi listed it as a compute app.
 	Listed bool
-	Unit   string
+	// Graphics is set when nvidia-smi's full listing types it graphics work (G, C+G);
+	// MPSClient when it types it an MPS client (M+C).
+	Graphics, MPSClient bool
+	Unit                string
 	// UnitUserUID is set when Unit belongs to that user's systemd manager (user@UID.service),
 	// not to the system's: a user's "sshd.service" is not the host's sshd.
 	UnitUserUID *int

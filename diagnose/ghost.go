@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type ghostGPU struct {
 	g         *parse.GPU
 	suspects  []*GPUProcess
 	elsewhere int
+	// display counts the holders never to stop (protected): a desktop, graphics work, a
+	// serving MPS daemon. The GPU is in use by them: no reset is suggested.
+	display int
 }
 
 // ghostFinding reports GPUs whose memory is in use while nvidia-smi lists no compute process
@@ -78,7 +82,7 @@ func (h *host) ghostGPUs() []ghostGPU {
 	if h.s.SMI.Failure != nil || h.appsUnknown() || len(h.unmatched) > 0 {
 		return nil
 	}
-	listed := map[int]bool{}
+	listed := maps.Clone(h.smiListed) // graphics and MPS clients: listed, not ghosts
 	for _, a := range h.s.Apps {
 		if idx, ok := h.gpuByUUID[strings.ToUpper(a.GPUUUID)]; ok {
 			listed[idx] = true
@@ -97,6 +101,8 @@ func (h *host) ghostGPUs() []ghostGPU {
 				// nvidia-smi maps this process and lists its memory on other GPUs: it is not
 				// hidden from it, and CUDA opens every device node it may use.
 				gg.elsewhere++
+			case h.protected(gp):
+				gg.display++
 			case !h.isDriverHelper(gp.PID):
 				gg.suspects = append(gg.suspects, gp)
 			}
@@ -117,6 +123,9 @@ func (h *host) ghostInspect(ghosts []ghostGPU) []Action {
 		{Line: "ps -eo pid,stat,wchan:32,cmd | awk '$2 ~ /D/'"},
 	}}}
 	for _, gg := range ghosts {
+		if gg.display > 0 {
+			continue // a desktop runs on it: a reset would end it
+		}
 		i := strconv.Itoa(gg.g.Index)
 		out = append(out, Action{Kind: ActionDriver, Target: "GPU " + i, Steps: []Command{{
 			Line: sudo + "nvidia-smi --gpu-reset -i " + i, Note: "only once nothing uses GPU " + i + "; a reboot also clears it"}}})

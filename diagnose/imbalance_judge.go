@@ -74,7 +74,7 @@ func (h *host) judgeImbalance(grp []gpuMem, short []int) *Imbalance {
 			if mem <= 0 {
 				// A process listed with memory on other GPUs opened this device the way CUDA
 				// opens every one; only unlisted holders are candidates (see ghostFinding).
-				if !h.isDriverHelper(gp.PID) && !(gp.Listed && gp.memMiB() > 0) {
+				if !h.isDriverHelper(gp.PID) && !h.protected(gp) && !(gp.Listed && gp.memMiB() > 0) {
 					sg.DeviceOpen = append(sg.DeviceOpen, gp.PID)
 				}
 				continue

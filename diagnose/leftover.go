@@ -133,8 +133,8 @@ func managed(gp *GPUProcess) bool {
 func (h *host) judgeLeftovers() {
 	for i := range h.procs {
 		gp := &h.procs[i]
-		if len(gp.GPUs) == 0 || h.isDriverHelper(gp.PID) {
-			continue
+		if len(gp.GPUs) == 0 || h.isDriverHelper(gp.PID) || h.protected(gp) {
+			continue // graphics work, a desktop and a serving MPS daemon are never culprits
 		}
 		p := h.procByPID[gp.PID]
 		if p == nil || p.Gone {
@@ -440,6 +440,8 @@ func (h *host) shmDeletedFinding(pid int, uses []parse.ShmUse, holders map[strin
 	} else if others != nil {
 		// Another user could have deleted its files: that is no fault of the process.
 		f.Severity = Info
+	} else if h.protected(gp) {
+		f.Severity = Info // a desktop or a serving MPS daemon: a fact, never a fix
 	} else {
 		f.Actions = []Action{h.stopAction(gp)}
 	}

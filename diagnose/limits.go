@@ -103,13 +103,24 @@ func (h *host) viewLimits(add func(Reason)) {
 		add(Reason{Code: ReasonNoTimeout})
 	}
 	cut := h.procsCut()
+	gone := map[int]bool{} // each has its dead-pid-memory finding
+	for _, pid := range h.goneApps() {
+		gone[pid] = true
+	}
+	goneEarly := map[int]bool{}
+	for _, pid := range h.s.AppsGone {
+		goneEarly[pid] = true
+	}
 	for i := range h.procs {
 		gp := &h.procs[i]
 		p := h.procByPID[gp.PID]
 		switch {
+		case gone[gp.PID]:
 		case p == nil && cut != "" && (gp.Listed || len(gp.GPUs) > 0):
 			add(Reason{Code: ReasonHolderUndescribed, PID: gp.PID, Detail: cut, Strong: true})
-		case p == nil && gp.Listed:
+		case p == nil && gp.Listed, goneEarly[gp.PID], p != nil && p.Gone && gp.Listed && !h.s.AppsChecked:
+			// Gone already right after the listing, or when nothing says when it went (a
+			// capture without apps-alive): not known to have exited while the probe ran.
 			add(Reason{Code: ReasonPIDUnreadable, PID: gp.PID})
 		case p != nil && p.Gone:
 			add(Reason{Code: ReasonPIDExited, PID: gp.PID})

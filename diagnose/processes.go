@@ -23,12 +23,20 @@ type host struct {
 
 	procs   []GPUProcess // sorted by PID
 	gpByPID map[int]*GPUProcess
-	// onGPU lists, per GPU index, the processes that use it (memory or device), by PID:
-	// every per-GPU question is answered from it in time linear in its answer.
+	// onGPU lists, per GPU index, the processes tied to it (GPUs) or holding its device file
+	// open (DeviceGPUs), by PID: every per-GPU question is answered from it in time linear in
+	// its answer. A process listed with memory elsewhere that merely opened the device is
+	// there too, and each check tells the two apart (gp.GPUMemoryMiB, gp.Listed).
 	onGPU     map[int][]*GPUProcess
 	unmatched []parse.ComputeApp // compute apps whose GPU UUID names no GPU
 	folded    folder             // what the result folded (budget.go)
 	shmIx     *shmIndex          // the /dev/shm listing indexed, built on first use
+	// smiListed are the GPU indexes nvidia-smi's full listing (smi-pids) names a process on
+	// that the probe believes (joinSMIProcs).
+	smiListed map[int]bool
+	// mpsLive counts the live MPS clients, per GPU index (-1: typed M+C anywhere, -2: any
+	// listed with memory); nil until mpsServes first needs it.
+	mpsLive map[int]int
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
 	// unconfirmed holds the processes that would look abandoned but for evidence another user
@@ -133,9 +141,16 @@ func deviceGPU(dev string) (int, bool) {
 func (h *host) joinProcesses() {
 	h.joinApps()
 	h.joinHolders()
+	h.joinSMIProcs()
 	for pid, gp := range h.gpByPID {
 		slices.Sort(gp.GPUs)
 		gp.GPUs = slices.Compact(gp.GPUs)
+		slices.Sort(gp.DeviceGPUs)
+		gp.DeviceGPUs = slices.Compact(gp.DeviceGPUs)
+		if len(gp.GPUs) == 0 {
+			// nvidia-smi ties it to no GPU: the device files it holds are all that does.
+			gp.GPUs = slices.Clone(gp.DeviceGPUs)
+		}
 		if p := h.procByPID[pid]; p != nil {
 			h.fillFromProc(gp, p)
 		}
@@ -151,6 +166,11 @@ func (h *host) joinProcesses() {
 		h.gpByPID[gp.PID] = gp
 		for _, g := range gp.GPUs {
 			h.onGPU[g] = append(h.onGPU[g], gp)
+		}
+		for _, g := range gp.DeviceGPUs {
+			if !slices.Contains(gp.GPUs, g) {
+				h.onGPU[g] = append(h.onGPU[g], gp)
+			}
 		}
 	}
 }
@@ -188,8 +208,10 @@ func (h *host) joinApps() {
 	}
 }
 
-// joinHolders joins the processes holding /dev/nvidiaN open. /dev/nvidiaN is the GPU whose
-// minor number is N; where nvidia-smi did not say, N is taken to be the index.
+// joinHolders joins the processes holding /dev/nvidiaN open, as DeviceGPUs. /dev/nvidiaN is
+// the GPU whose minor number is N; where nvidia-smi did not say, N is taken to be the index.
+// A device file ties a process to a GPU only when nvidia-smi ties it to none (joinProcesses):
+// CUDA opens every /dev/nvidiaN the process may see, whichever GPU it then uses.
 func (h *host) joinHolders() {
 	byMinor := map[int]int{}
 	for _, g := range h.s.GPUs {
@@ -204,7 +226,7 @@ func (h *host) joinHolders() {
 			if !known {
 				idx = minor
 			}
-			gp.GPUs = append(gp.GPUs, idx)
+			gp.DeviceGPUs = append(gp.DeviceGPUs, idx)
 		}
 	}
 }

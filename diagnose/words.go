@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -47,6 +48,10 @@ func reasonWords(r Reason) string {
 		return servedWords(r, "the model path on its command line, "+strings.Join(r.Paths, ", ")+", no longer exists")
 	case ReasonOrphaned:
 		return "it is orphaned: parent PID 1, outside any service, container or Slurm job"
+	case ReasonListedPIDGone:
+		return fmt.Sprintf("nvidia-smi lists PID %d with %s on %s, and it no longer exists", r.PID, fmtMiB(r.MiB), FormatGPUs(r.Held))
+	case ReasonHoldsDevice:
+		return fmt.Sprintf("PID %d holds the device of %s open (%s)", r.PID, FormatGPUs(r.GPUs), strings.ReplaceAll(cmp.Or(r.Detail, "no tie"), "-", " "))
 	case ReasonMuchOlder:
 		s := fmt.Sprintf("it has run for %s, while the other GPU work of its user and of the host's services started at most %s ago", FormatAge(r.Age), FormatAge(r.Than))
 		if r.Orphaned {

@@ -11,8 +11,9 @@ import (
 // ghostWords composes a ghost-memory finding's words from its facts.
 func (h *host) ghostWords(f *Finding, ghosts []ghostGPU, suspects []*GPUProcess) {
 	var total int64
-	allMIG := true
+	allMIG, display := true, 0
 	for _, gg := range ghosts {
+		display += gg.display
 		total += *gg.g.MemoryUsedMiB
 		allMIG = allMIG && gg.g.MIGMode == "Enabled"
 		f.Evidence = append(f.Evidence, h.ghostLines(gg)...)
@@ -29,6 +30,10 @@ func (h *host) ghostWords(f *Finding, ghosts []ghostGPU, suspects []*GPUProcess)
 			"If %s should not be running, stop %s with the commands below.",
 			strings.Join(who, ", "), plural(n, "has", "have"), plural(n, "is", "are"), plural(n, "owner", "owners"),
 			plural(n, "it", "they"), plural(n, "it", "them"))
+	} else if display > 0 {
+		ex.WriteString("Only the desktop (a display server, compositor or other graphics work, never to be stopped) holds these GPUs' device files; nvidia-smi's compute list never shows graphics memory, and its full listing was not read or did not name it. Other possible owners: ")
+		ex.WriteString(strings.Join(h.ghostOwners(allMIG), "; "))
+		ex.WriteString(". Find the holder with the commands below.")
 	} else {
 		ex.WriteString("The probe found no process holding these GPUs' device files. Possible owners: ")
 		ex.WriteString(strings.Join(h.ghostOwners(allMIG), "; "))
@@ -78,8 +83,11 @@ func (h *host) ghostLines(gg ghostGPU) []string {
 			who += ", " + strings.Join(owner, ", ")
 		}
 		l := fmt.Sprintf("GPU %d: %s open in %s: %s", g.Index, dev, who, h.cmdline(gp.PID))
-		if h.isDriverHelper(gp.PID) {
+		switch {
+		case h.isDriverHelper(gp.PID):
 			l += " (a driver helper; holds little or no memory)"
+		case h.protected(gp):
+			l += " (" + h.protectedWhy(gp) + ": never stopped)"
 		}
 		ev = append(ev, l)
 	}

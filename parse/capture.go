@@ -29,6 +29,8 @@ var sectionLimits = map[string]int{
 	"smi-gpu":       1 << 20,
 	"smi-gpu-basic": 1 << 20,
 	"smi-apps":      1 << 20,
+	"apps-alive":    128 << 10,
+	"smi-pids":      1 << 20,
 	"fds":           4 << 20,
 	"maps":          4 << 20,
 	"fdstat":        1 << 20,
@@ -46,7 +48,7 @@ var sectionLimits = map[string]int{
 // defaultSectionLimit bounds a section this client does not know.
 const defaultSectionLimit = 64 << 10
 
-// maxSections bounds how many sections a capture may hold; the probe prints 16.
+// maxSections bounds how many sections a capture may hold; the probe prints 18 at most.
 const maxSections = 64
 
 // base64Sections are the version 2 sections whose bounded stream (body and rc trailer)

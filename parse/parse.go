@@ -28,6 +28,7 @@ const (
 // when a descriptor closed after the scan; getent exits 2 when a uid has no name.
 var sectionOK = map[string][]int{
 	"host":       {0},
+	"apps-alive": {0},
 	"fds":        {0},
 	"maps":       {0, 1, 2},
 	"fdstat":     {0, 1},
@@ -145,6 +146,7 @@ func (p *snapParser) run() {
 		}
 	}
 	p.smi()
+	p.smiPIDs()
 
 	fds := p.fds()
 	maps, sizes := p.mapsAndSizes()
@@ -253,6 +255,42 @@ func (p *snapParser) smi() {
 			}
 		}
 	}
+}
+
+// smiPIDs fills what nvidia-smi's full process listing says (smi-pids) and which listed
+// compute apps had no /proc entry right after the listing (apps-alive).
+func (p *snapParser) smiPIDs() {
+	s := p.s
+	if r, sec := p.body("smi-pids", '\n'); sec != nil {
+		s.SMIProcs = ParseSMIPIDs(r)
+		s.SMIProcsKnown = !sec.Truncated && sec.ExitCode != nil && *sec.ExitCode == 0
+		if !s.SMIProcsKnown && s.SMI.Failure == nil && !sec.Truncated {
+			p.note(NoteSectionFailed, "nvidia-smi -q -d PIDS failed: graphics processes and MPS clients are not known")
+		}
+	}
+	r, sec := p.body("apps-alive", '\n')
+	if sec == nil {
+		return
+	}
+	s.AppsChecked = !sec.Truncated && sec.ExitCode != nil && *sec.ExitCode == 0
+	listed := map[int]bool{}
+	for _, a := range s.Apps {
+		listed[a.PID] = true
+	}
+	b, _ := io.ReadAll(r)
+	seen := map[int]bool{}
+	for _, line := range strings.Split(string(b), "\n") {
+		word, num, _ := strings.Cut(line, " ")
+		pid, ok := atoiNonNeg(num)
+		if !ok || !listed[pid] || seen[pid] || word != "gone" && word != "alive" {
+			continue
+		}
+		seen[pid] = true
+		if word == "gone" {
+			s.AppsGone = append(s.AppsGone, pid)
+		}
+	}
+	sort.Ints(s.AppsGone)
 }
 
 // shmUseKey is one process's use of one /dev/shm path.

@@ -176,6 +176,15 @@ fi
 
 sec host 65536 0 hostfacts
 
+# appsalive: "alive PID" or "gone PID" for each distinct PID of the compute-app listing in
+# $APPS (digits only; at most 4096), by whether /proc/PID exists.
+appsalive() {
+	printf '%s\n' "$APPS" | awk 'NR > 1 { split($0, f, ","); if (f[1] ~ /^ *[0-9]+ *$/ && !((f[1] + 0) in seen) && n < 4096) { seen[f[1] + 0] = 1; n++; print f[1] + 0 } }' |
+		while read -r _p; do
+			if [ -d "/proc/$_p" ]; then printf 'alive %s\n' "$_p"; else printf 'gone %s\n' "$_p"; fi
+		done
+}
+
 GPU_BASE=index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,compute_mode,driver_version
 APPS=
 if [ -n "$SMI" ]; then
@@ -193,6 +202,13 @@ if [ -n "$SMI" ]; then
 		# No process_name: it is the process's own text (a newline in it would start a row).
 		capsec smi-apps 1048576 "$SMI_T" "$SMI" --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,nounits
 		APPS=$OUT
+		# At once, before anything slow: which listed PIDs have no /proc entry. A PID gone
+		# here was gone when nvidia-smi listed it (or a moment later), not while the probe
+		# read /proc: the driver charges memory to it that something else keeps alive.
+		sec apps-alive 131072 0 appsalive
+		# Every process nvidia-smi knows, graphics (type G) and MPS clients included, with its
+		# type and memory. Names are in it (a process's own text): the reader never reads them.
+		sec smi-pids 1048576 "$SMI_T" "$SMI" -q -d PIDS
 		;;
 	esac
 else

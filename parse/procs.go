@@ -251,9 +251,11 @@ func parseStat(p *Process, line string, bootTime *time.Time, clockTicks int) err
 		return errorString("no state")
 	}
 	p.State = f[0]
-	if len(f) > 1 {
-		if v, ok := atoiNonNeg(f[1]); ok {
-			p.PPID = &v
+	for i, dst := range []**int{&p.PPID, &p.PGID, &p.SID} {
+		if len(f) > i+1 {
+			if v, ok := atoiNonNeg(f[i+1]); ok {
+				*dst = &v
+			}
 		}
 	}
 	if len(f) <= 19 {

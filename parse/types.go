@@ -17,11 +17,20 @@ var ErrParse = errors.New("parse error")
 type Snapshot struct {
 	Host HostFacts
 	// SMI says how nvidia-smi answered. SMI.Failure is nil when the GPU query worked.
-	SMI       SMIResult
-	GPUs      []GPU
-	Apps      []ComputeApp
-	Holders   []DeviceHolder // open file descriptors on /dev/nvidia*
-	Processes []Process      // sorted by PID
+	SMI  SMIResult
+	GPUs []GPU
+	Apps []ComputeApp
+	// AppsGone are the PIDs of Apps that had no /proc entry when the probe looked, right
+	// after nvidia-smi listed them (section apps-alive); AppsChecked is set when it looked.
+	AppsGone    []int
+	AppsChecked bool
+	// SMIProcs is nvidia-smi's full process listing (nvidia-smi -q -d PIDS): graphics
+	// processes and MPS clients too, with their types. SMIProcsKnown is set when the
+	// listing was read whole.
+	SMIProcs      []SMIProcess
+	SMIProcsKnown bool
+	Holders       []DeviceHolder // open file descriptors on /dev/nvidia*
+	Processes     []Process      // sorted by PID
 	// ProcsCut are the PIDs whose description the probe's own time bound for each GPU holder
 	// cut (a field "cut"): left out of Processes, as undescribed, with a note.
 	ProcsCut []int
@@ -150,9 +159,12 @@ type Process struct {
 	PPID *int
 	// State is the one-letter state from /proc/PID/stat: R, S, D, Z, T, t, I, X.
 	State string
-	Comm  string
-	UID   *int
-	User  string // "" when the uid has no name on the host
+	// PGID and SID are its process group and session (fields 5 and 6 of /proc/PID/stat);
+	// nil when unknown. Children a process forked keep its group: they outlive it there.
+	PGID, SID *int
+	Comm      string
+	UID       *int
+	User      string // "" when the uid has no name on the host
 	// StartTime is when the process started, by the host's clock; nil when unknown.
 	StartTime *time.Time
 	// StartTicks is field 22 of /proc/PID/stat, the start time in clock ticks since boot: with

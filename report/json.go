@@ -316,11 +316,13 @@ type jsonReason struct {
 	Orphaned    bool           `json:"orphaned"`
 	Note        *string        `json:"note"`
 	Detail      *string        `json:"detail"`
-	Bytes       *int64         `json:"bytes"`
-	Job         *string        `json:"slurm_job"`
-	JobUser     *string        `json:"job_user"`
-	Node        *string        `json:"node"`
-	GPUs        []int          `json:"gpus"`
+	// MiB is the GPU memory nvidia-smi charges to the gone PID (listed-pid-gone only).
+	MiB     *int64  `json:"mib,omitempty"`
+	Bytes   *int64  `json:"bytes"`
+	Job     *string `json:"slurm_job"`
+	JobUser *string `json:"job_user"`
+	Node    *string `json:"node"`
+	GPUs    []int   `json:"gpus"`
 	// ConstrainDevices and TaskCgroup: gpu-not-allocated's Slurm device confinement.
 	ConstrainDevices *bool   `json:"constrain_devices"`
 	TaskCgroup       *bool   `json:"task_cgroup"`
@@ -497,6 +499,9 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other)})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
+		}
+		if r.Code == diagnose.ReasonListedPIDGone {
+			j.Reasons[len(j.Reasons)-1].MiB = &r.MiB
 		}
 	}
 	j.Actions, j.IfAbandoned = jsonActions(f.Actions), jsonActions(f.IfAbandoned)

@@ -109,6 +109,16 @@ func limitPhrase(r diagnose.Reason) string {
 		return "PID " + strconv.Itoa(r.PID) + " exited while the probe ran"
 	case diagnose.ReasonDetailFolded:
 		return strconv.Itoa(r.Folded) + " more " + r.Detail + " folded"
+	case diagnose.ReasonListedPIDGone:
+		return "PID " + strconv.Itoa(r.PID) + " is listed by nvidia-smi but no longer exists"
+	case diagnose.ReasonHoldsDevice:
+		switch r.Detail {
+		case "process-group":
+			return "PID " + strconv.Itoa(r.PID) + ", of its process group, still holds the device"
+		case "session":
+			return "PID " + strconv.Itoa(r.PID) + ", of its session, still holds the device"
+		}
+		return "PID " + strconv.Itoa(r.PID) + " holds the device (nothing ties it to the gone PID)"
 	}
 	return string(r.Code)
 }

@@ -37,12 +37,15 @@ type GPU struct {
 	Minor       *int   // minor_number (N of /dev/nvidiaN); the index when nil
 }
 
-// App is one compute-app row.
+// App is one process nvidia-smi knows: a compute-app row (--query-compute-apps lists the
+// types with a C: C, C+G, M+C), and a block of nvidia-smi -q -d PIDS, which lists every type.
 type App struct {
 	PID     int
 	GPUUUID string
 	UsedMiB int64
 	Name    string
+	// Type is nvidia-smi's type: "C" when empty; "G" graphics, "C+G", "M+C" an MPS client.
+	Type string
 }
 
 // SMI is what the fake nvidia-smi answers.
@@ -66,7 +69,7 @@ type SMI struct {
 }
 
 const gpuHeader = "index\tuuid\tname\tpci.bus_id\tmemory.total [MiB]\tmemory.used [MiB]\tmemory.free [MiB]\tutilization.gpu [%]\tcompute_mode\tdriver_version\tmemory.reserved [MiB]\tmig.mode.current\tminor_number"
-const appsHeader = "pid\tgpu_uuid\tused_memory [MiB]\tprocess_name"
+const appsHeader = "pid\tgpu_uuid\tused_memory [MiB]\tprocess_name\ttype"
 
 // fakeSMI selects the requested fields from a tab-separated table beside it and prints them
 // the way nvidia-smi --format=csv,nounits does: ", " between fields, units kept in the header.
@@ -97,13 +100,44 @@ follow() {
 	{ print > (out "/gpu.tsv") }
 	' "$d/gone.tsv" "$d/apps.tsv" "$d/gpu.tsv"
 }
-table= fields=
+table= fields= q=
 for a; do
 	case $a in
 	--query-gpu=*) table=$d/gpu.tsv fields=${a#*=} ;;
 	--query-compute-apps=*) table=$d/apps.tsv fields=${a#*=} ;;
+	-q) q=1 ;;
 	esac
 done
+# pids writes nvidia-smi -q -d PIDS from the tables in $1: per GPU, its processes of every type.
+pids() {
+	printf '\n==============NVSMI LOG==============\n\nDriver Version                            : fake\n\n'
+	awk '
+	BEGIN { FS = "\t" }
+	FILENAME == ARGV[1] { if (FNR > 1) { n[$2]++; row[$2, n[$2]] = $0 } next }
+	FNR > 1 {
+		printf "GPU %s\n", $4
+		if (!n[$2]) { print "    Processes                             : None"; print ""; next }
+		print "    Processes"
+		for (i = 1; i <= n[$2]; i++) {
+			split(row[$2, i], f, "\t")
+			printf "        GPU instance ID                   : N/A\n        Compute instance ID               : N/A\n"
+			printf "        Process ID                        : %s\n            Type                          : %s\n", f[1], f[5]
+			printf "            Name                          : %s\n            Used GPU Memory               : %s MiB\n", f[4], f[3]
+		}
+		print ""
+	}' "$1/apps.tsv" "$1/gpu.tsv"
+}
+if [ -n "$q" ]; then
+	if [ -f "$d/smi.dynamic" ]; then
+		tmp=$(mktemp -d) || exit 2
+		follow "$tmp"
+		pids "$tmp"
+		rm -rf "$tmp"
+		exit 0
+	fi
+	pids "$d"
+	exit 0
+fi
 if [ -z "$table" ]; then echo "fake nvidia-smi: unsupported arguments: $*" >&2; exit 2; fi
 noheader=
 case "$*" in *noheader*) noheader=1 ;; esac
@@ -121,6 +155,8 @@ NR == 1 {
 	if (!noheader) { for (j = 1; j <= nf; j++) printf "%s%s", (j > 1 ? ", " : ""), head[col[want[j]]]; print "" }
 	next
 }
+# --query-compute-apps lists only the processes with a compute context: not type G.
+("type" in col) && $(col["type"]) !~ /C/ { next }
 { for (j = 1; j <= nf; j++) printf "%s%s", (j > 1 ? ", " : ""), $(col[want[j]]); print "" }
 '
 if [ -f "$d/smi.dynamic" ]; then
@@ -157,7 +193,11 @@ func WriteFakeSMI(dir string, s SMI) error {
 	}
 	apps.WriteString(appsHeader + "\n")
 	for _, a := range s.Apps {
-		fmt.Fprintf(&apps, "%d\t%s\t%d\t%s\n", a.PID, a.GPUUUID, a.UsedMiB, a.Name)
+		typ := a.Type
+		if typ == "" {
+			typ = "C"
+		}
+		fmt.Fprintf(&apps, "%d\t%s\t%d\t%s\t%s\n", a.PID, a.GPUUUID, a.UsedMiB, a.Name, typ)
 	}
 	files := map[string]string{"nvidia-smi": fakeSMI, "gpu.tsv": gpu.String(), "apps.tsv": apps.String()}
 	if s.Hang {

@@ -1,0 +1,155 @@
+package diagnose
+
+import (
+	"slices"
+	"strconv"
+)
+
+// CodeDeadPIDMemory: nvidia-smi charges GPU memory to a PID that no longer exists. When a
+// trainer is OOM-killed, its DataLoader workers and other children it forked keep its
+// /dev/nvidiaN open, and with it the memory of its context; nvidia-smi goes on listing the
+// dead PID. What to stop is whoever still holds the device.
+const CodeDeadPIDMemory = "dead-pid-memory"
+
+// Reason codes of dead-pid-memory.
+const (
+	// ReasonListedPIDGone: nvidia-smi lists PID with MiB on the GPUs in Held, and /proc/PID
+	// did not exist right after the listing (section apps-alive): it was gone before the
+	// probe read /proc, not exiting while it ran.
+	ReasonListedPIDGone ReasonCode = "listed-pid-gone"
+	// ReasonHoldsDevice: PID holds the device files of the GPUs in GPUs open. Detail says what
+	// ties it to the gone PID: "process-group" (its process group is the gone PID's, as a
+	// forked child's stays), "session" (its session is the gone PID's), or "" (nothing: it
+	// merely holds the device). Strong when tied.
+	ReasonHoldsDevice ReasonCode = "holds-device"
+)
+
+// deadTies are the values of a holds-device reason's Detail.
+const (
+	tieGroup   = "process-group"
+	tieSession = "session"
+)
+
+// deadPIDFindings reports each listed PID that was gone right after the listing. Not when
+// every listed PID was gone: then the probe most likely ran in another PID namespace than
+// nvidia-smi's (probe-limited says so), not beside a host full of dead processes.
+func (h *host) deadPIDFindings() []Finding {
+	gone := h.goneApps()
+	if len(gone) == 0 {
+		return nil
+	}
+	var out []Finding
+	for _, pid := range gone {
+		if gp := h.gpByPID[pid]; gp != nil {
+			out = append(out, h.deadPIDFinding(gp))
+		}
+	}
+	return out
+}
+
+// goneApps are the listed PIDs the probe found gone right after the listing, unless every
+// listed PID was (another PID namespace): sorted.
+func (h *host) goneApps() []int {
+	if !h.s.AppsChecked || len(h.s.AppsGone) == 0 {
+		return nil
+	}
+	listed := map[int]bool{}
+	for _, a := range h.s.Apps {
+		listed[a.PID] = true
+	}
+	if len(listed) > 1 && len(h.s.AppsGone) >= len(listed) {
+		return nil
+	}
+	return h.s.AppsGone
+}
+
+// deadPIDFinding is the finding for one gone listed PID: who still holds its GPUs' devices.
+func (h *host) deadPIDFinding(dead *GPUProcess) Finding {
+	gpus := dead.memGPUs()
+	if len(gpus) == 0 {
+		gpus = dead.GPUs
+	}
+	f := Finding{Code: CodeDeadPIDMemory, Severity: Warning, GPUs: slices.Clone(gpus)}
+	f.Reasons = append(f.Reasons, Reason{Code: ReasonListedPIDGone, PID: dead.PID, MiB: dead.memMiB(), Held: slices.Clone(gpus), GPUs: slices.Clone(gpus)})
+	tied, others := h.deviceKeepers(dead.PID, gpus)
+	for _, k := range tied {
+		f.Reasons = append(f.Reasons, k)
+		f.PIDs = append(f.PIDs, k.PID)
+		f.Actions = addAction(f.Actions, h.stopAction(h.gpByPID[k.PID]))
+	}
+	if len(tied) > 0 {
+		f.Severity = Error
+		f.Checks = []Command{verifyGPU}
+	}
+	f.Reasons = append(f.Reasons, others...)
+	if len(tied) == 0 {
+		f.Actions = h.deadInspect(dead.PID, gpus, others)
+	}
+	h.deadPIDWords(&f, dead, tied, others)
+	return f
+}
+
+// deviceKeepers are the live processes holding a device of gpus open that nvidia-smi does not
+// list with memory of their own (those it lists are accounted for), and that are never
+// culprits otherwise (driver helpers, a desktop, a serving MPS daemon): tied are those whose
+// process group or session is the dead PID's, others the rest.
+func (h *host) deviceKeepers(dead int, gpus []int) (tied, others []Reason) {
+	for i := range h.procs {
+		gp := &h.procs[i]
+		p := h.procByPID[gp.PID]
+		if gp.PID == dead || p == nil || p.Gone || p.ParentOnly || gp.memMiB() > 0 || h.isDriverHelper(gp.PID) || h.protected(gp) {
+			continue
+		}
+		var on []int
+		for _, g := range gp.DeviceGPUs {
+			if slices.Contains(gpus, g) {
+				on = append(on, g)
+			}
+		}
+		if len(on) == 0 {
+			continue
+		}
+		r := Reason{Code: ReasonHoldsDevice, PID: gp.PID, GPUs: on}
+		switch {
+		case p.PGID != nil && *p.PGID == dead:
+			r.Detail, r.Strong = tieGroup, true
+		case p.SID != nil && *p.SID == dead:
+			r.Detail, r.Strong = tieSession, true
+		}
+		if r.Strong {
+			tied = append(tied, r)
+		} else {
+			others = append(others, r)
+		}
+	}
+	return tied, others
+}
+
+// deadInspect are the actions when nothing tied to the dead PID holds its GPUs: look at who
+// holds the devices, and at the process group's survivors.
+func (h *host) deadInspect(dead int, gpus []int, others []Reason) []Action {
+	sudo := h.sudo(nil)
+	var devs string
+	for i, g := range gpus {
+		if i > 0 {
+			devs += " "
+		}
+		devs += "/dev/nvidia" + strconv.Itoa(h.gpuMinor(g))
+	}
+	steps := []Command{
+		{Line: sudo + "fuser -v " + devs},
+		{Line: "ps -eo pid,pgid,sid,ppid,user,lstart,cmd | awk -v p=" + strconv.Itoa(dead) + " 'NR == 1 || $2 == p || $3 == p'", Note: "what is left of its process group and session"},
+	}
+	if len(others) == 0 {
+		steps = append(steps, Command{Line: verifyGPU.Line, Note: "the driver may still be releasing the memory: if PID " + strconv.Itoa(dead) + " is still listed a minute later, something the probe could not see keeps it"})
+	}
+	return []Action{{Kind: ActionInspect, Target: "/dev/nvidia* of PID " + strconv.Itoa(dead), Steps: steps}}
+}
+
+// gpuMinor is N of GPU index g's /dev/nvidiaN.
+func (h *host) gpuMinor(g int) int {
+	if gpu := h.gpuByIndex[g]; gpu != nil && gpu.MinorNumber != nil {
+		return *gpu.MinorNumber
+	}
+	return g
+}

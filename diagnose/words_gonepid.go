@@ -1,0 +1,74 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Words of dead-pid-memory.
+
+// deadPIDWords composes a dead-pid-memory finding's words from its facts.
+func (h *host) deadPIDWords(f *Finding, dead *GPUProcess, tied, others []Reason) {
+	mem := "memory"
+	if m := dead.memMiB(); m > 0 {
+		mem = fmtMiB(m)
+	}
+	on := FormatGPUs(f.GPUs)
+	var ex strings.Builder
+	fmt.Fprintf(&ex, "nvidia-smi charges %s on %s to PID %d, but PID %d no longer exists: it was already gone when the probe looked, right after nvidia-smi's listing. ", mem, on, dead.PID, dead.PID)
+	ex.WriteString("The driver frees a process's GPU memory only once every file descriptor on its device is closed, and processes it forked (DataLoader workers, other children) inherit them: ")
+	switch {
+	case len(tied) > 0:
+		f.Title = fmt.Sprintf("%s on %s is charged to PID %d, which is gone; %s it forked still %s the device", mem, on, dead.PID, fmtPIDs(f.PIDs), plural(len(f.PIDs), "holds", "hold"))
+		fmt.Fprintf(&ex, "%s, of PID %d's %s, still %s the device open and so %s the memory. Stop %s with the commands below (gputriage never runs them).",
+			fmtPIDs(f.PIDs), dead.PID, tieWords(tied), plural(len(f.PIDs), "holds", "hold"), plural(len(f.PIDs), "keeps", "keep"), plural(len(f.PIDs), "it", "them"))
+	case len(others) > 0:
+		f.Title = fmt.Sprintf("%s on %s is charged to PID %d, which is gone", mem, on, dead.PID)
+		fmt.Fprintf(&ex, "nothing the probe saw ties a survivor to PID %d (no process in its process group or session holds the device). Other processes hold the device open and nvidia-smi lists no memory of theirs; one may keep it, or may just have opened every device as CUDA does. Look before stopping anything.", dead.PID)
+	default:
+		f.Title = fmt.Sprintf("%s on %s is charged to PID %d, which is gone", mem, on, dead.PID)
+		fmt.Fprintf(&ex, "no process the probe saw holds the device. The driver may still be tearing the context down; if PID %d stays listed, a process the probe could not see (another user's without root, another PID namespace) keeps it.", dead.PID)
+	}
+	f.Explanation = ex.String()
+	f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d: listed by nvidia-smi with %s on %s; /proc/%d did not exist right after the listing", dead.PID, mem, on, dead.PID))
+	for _, r := range append(append([]Reason{}, tied...), others...) {
+		f.Evidence = append(f.Evidence, h.keeperLine(r))
+	}
+	f.Fix = fixWords(f.Actions, 0, f.Checks)
+}
+
+// tieWords is what ties the keepers to the gone PID: "process group", "session".
+func tieWords(tied []Reason) string {
+	group, session := false, false
+	for _, r := range tied {
+		group = group || r.Detail == tieGroup
+		session = session || r.Detail == tieSession
+	}
+	switch {
+	case group && session:
+		return "process group and session"
+	case session:
+		return "session"
+	}
+	return "process group"
+}
+
+// keeperLine is one holds-device reason as an evidence line.
+func (h *host) keeperLine(r Reason) string {
+	gp := h.gpByPID[r.PID]
+	who := fmt.Sprintf("PID %d, %s", r.PID, h.userName(gp.UID, gp.User))
+	if gp.Elapsed != nil {
+		who += ", up " + FormatAge(*gp.Elapsed)
+	}
+	if gp.PPID != nil {
+		who += fmt.Sprintf(", parent PID %d", *gp.PPID)
+	}
+	tie := "not in its process group or session"
+	switch r.Detail {
+	case tieGroup:
+		tie = "in its process group"
+	case tieSession:
+		tie = "in its session"
+	}
+	return fmt.Sprintf("%s (%s) holds the device of %s open: %s", who, tie, FormatGPUs(r.GPUs), h.cmdline(r.PID))
+}
