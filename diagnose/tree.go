@@ -42,18 +42,25 @@ func childKind(argv []string) string {
 	return ""
 }
 
-// adopters are the names (comm) of processes that take in orphans and never launch a
-// worker themselves: inits and subreapers (a container's init, systemd --user), and the
-// shells and session processes a worker's launcher ran under.
+// adopters are the names (comm) of the inits and subreapers that take in orphans and never
+// launch a worker themselves: a container's init, systemd (the user's manager too). A shell,
+// sshd, sudo or tmux adopts nothing (none sets PR_SET_CHILD_SUBREAPER): a process whose
+// parent is one was started by it, as everything started by hand is, unless that shell is
+// the init of a PID namespace of its own (a container run with bash as its command), which
+// adopts every orphan there whatever its name.
 var adopters = []string{
 	"systemd", "init", "tini", "dumb-init", "docker-init", "catatonit", "s6-svscan", "runsvdir",
-	"containerd-shim", "conmon", "sh", "bash", "dash", "zsh", "ash", "fish", "sshd", "sshd-session",
-	"tmux: server", "screen", "SCREEN", "su", "sudo", "login",
+	"containerd-shim", "conmon",
+}
+
+// namespaceInit reports whether p is PID 1 of a PID namespace below the host's.
+func namespaceInit(p *parse.Process) bool {
+	return len(p.NSPIDs) > 1 && p.NSPIDs[len(p.NSPIDs)-1] == 1
 }
 
 // adoptedBy is the process p was re-parented to, when its parent is not a launcher but one
-// that adopts orphans (adopters, or PID 1), and that parent's name ("" for an undescribed
-// PID 1).
+// that adopts orphans (adopters, PID 1, or the init of a PID namespace), and that parent's
+// name ("" for an undescribed PID 1).
 func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
 	if p == nil || p.PPID == nil {
 		return 0, "", false
@@ -66,7 +73,7 @@ func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
 		}
 		return 1, name, true
 	}
-	if parent == nil || parent.Gone || !slices.Contains(adopters, parent.Comm) {
+	if parent == nil || parent.Gone || !(slices.Contains(adopters, parent.Comm) || namespaceInit(parent)) {
 		return 0, "", false
 	}
 	if parent.StartTime == nil || p.StartTime == nil || parent.StartTime.After(*p.StartTime) {
@@ -128,7 +135,9 @@ func (h *host) olderGeneration(gp *GPUProcess) (Reason, bool) {
 	}
 	for _, g := range gp.GPUs {
 		o := h.newestLiveGeneration()[key][g]
-		if o == nil || o.PID == gp.PID {
+		// A process's own forked children (DataLoader workers) share its command line: they
+		// are its work, never its next generation.
+		if o == nil || o.PID == gp.PID || gp.GPUMemoryMiB[g] <= 0 || h.descendsFrom(o.PID, gp.PID) {
 			continue
 		}
 		q := h.procByPID[o.PID]
@@ -172,6 +181,9 @@ func (h *host) newestLiveGeneration() map[string]map[int]*GPUProcess {
 			h.newestLive[key] = byGPU
 		}
 		for _, g := range o.GPUs {
+			if o.GPUMemoryMiB[g] <= 0 {
+				continue // a generation is one that holds memory there, not one that opened the device
+			}
 			if cur := byGPU[g]; cur == nil || q.StartTime.After(*h.procByPID[cur.PID].StartTime) {
 				byGPU[g] = o
 			}
@@ -218,7 +230,7 @@ func (h *host) zombieParent(gp *GPUProcess, r *Reason) {
 		r.Detail = parentInit
 	case parent == nil || parent.Gone:
 		r.Detail = parentUnknown
-	case len(parent.NSPIDs) > 1 && parent.NSPIDs[len(parent.NSPIDs)-1] == 1:
+	case namespaceInit(parent):
 		r.Detail = parentContainerInit
 		if parent.Cgroup.ContainerID != "" {
 			r.Unit = containerName(parent.Cgroup)

@@ -56,6 +56,13 @@ var serveArgv = []string{"/usr/bin/python3", "/usr/local/bin/vllm", "serve", "me
 
 func TestOrphanedWorkers(t *testing.T) {
 	bash := proc(700, 1, "S", 1000, "alice", 10*time.Hour, "bash")
+	// containerBash is bash run as a container's command: PID 1 of its PID namespace, which
+	// adopts every orphan there.
+	containerBash := func(pid, uid int, user string, age time.Duration) parse.Process {
+		p := proc(pid, 1, "S", uid, user, age, "bash")
+		p.NSPIDs = []int{pid, 1}
+		return p
+	}
 	cases := []struct {
 		name   string
 		snap   *parse.Snapshot
@@ -65,15 +72,17 @@ func TestOrphanedWorkers(t *testing.T) {
 	}{
 		{"a VLLM::Worker_TP0 under an engine core re-parented to PID 1", treeHost([]int{30},
 			titled(20, 1, 1000, time.Hour, "VLLM::EngineCore"), titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0")), 30, true, 20},
-		{"an sglang scheduler re-parented to the user's shell", treeHost([]int{30},
-			bash, titled(30, 700, 1000, time.Hour, "sglang::scheduler_TP0")), 30, true, 0},
+		{"an sglang scheduler re-parented to a container's bash, its init", treeHost([]int{30},
+			containerBash(700, 1000, "alice", 10*time.Hour), titled(30, 700, 1000, time.Hour, "sglang::scheduler_TP0")), 30, true, 0},
+		{"an sglang scheduler under the user's interactive bash: a shell adopts nothing", treeHost([]int{30},
+			bash, titled(30, 700, 1000, time.Hour, "sglang::scheduler_TP0")), 30, false, 0},
 		{"a Ray actor re-parented to PID 1", treeHost([]int{30}, titled(30, 1, 1000, time.Hour, "ray::RayWorkerWrapper")), 30, true, 0},
 		{"a spawn worker re-parented to PID 1", treeHost([]int{30}, proc(30, 1, "S", 1000, "alice", time.Hour,
 			"/usr/bin/python3", "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=4, pipe_handle=6)", "--multiprocessing-fork")), 30, true, 0},
-		{"a worker under another user's bash is not made orphaned", treeHost([]int{30},
-			proc(700, 1, "S", 1001, "mallory", 10*time.Hour, "bash"), titled(30, 700, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
-		{"a bash that started after the worker holds a reused PID", treeHost([]int{30},
-			proc(700, 1, "S", 1000, "alice", time.Minute, "bash"), titled(30, 700, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
+		{"a worker under another user's namespace init is not made orphaned", treeHost([]int{30},
+			containerBash(700, 1001, "mallory", 10*time.Hour), titled(30, 700, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
+		{"a namespace init that started after the worker holds a reused PID", treeHost([]int{30},
+			containerBash(700, 1000, "alice", time.Minute), titled(30, 700, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
 		{"a worker under a live vllm serve", treeHost([]int{30, 31},
 			proc(20, 700, "S", 1000, "alice", time.Hour, serveArgv...), bash,
 			titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1")), 30, false, 0},

@@ -612,9 +612,9 @@ fi
 # map_files is root's only), "owner UID" when the file could be read through the process, then
 # the chain of its directories (CHAIN_FN). Each field is NUL-terminated. The files are found in
 # the maps and fds sections; only their /proc sources travel as lines.
-SHMDIRS=$(printf '%s\n@@next\n%s\n@@next\n%s\n' "$GPUMAPS" "$MAPS" "$FDX" | awk '
+SHMDIRS=$(printf '%s\n@@next\n%s\n@@next\n%s\n' "$GPUP" "$MAPS" "$FDX" | awk '
 $0 == "@@next" { part++; next }
-part == 0 { split($0, q, "/"); gpu[q[3]] = 1; next }
+part == 0 { gpu[$0] = 1; next }
 part == 1 && /^\/proc\/[0-9]+\/maps:[0-9a-f]+-[0-9a-f]+ / && / \(deleted\)$/ {
 	split($1, q, "[/:]"); pid = q[3]; src = "/proc/" pid "/map_files/" q[5]; p = substr($0, index($0, " /dev/shm/") + 1) }
 part == 2 && /^\/proc\/[0-9]+\/fd\t[0-9]+\t\/dev\/shm\// && / \(deleted\)$/ {
@@ -631,6 +631,8 @@ while IFS="	" read -r pid src; do
 	u=$(stat -L -c %u -- "$src" 2>/dev/null) && printf "owner %s\000" "$u"
 	chain "/proc/$pid/root" "$p"
 done
+# A directory that is gone (stat exits 1) is left out: the reader treats the gap as unknown.
+exit 0
 '
 shmdirs() {
 	printf '%s\n' "$SHMDIRS" | t 10 sh -c "$CHAIN_FN$SHMDIRS_SCRIPT" sh 2>/dev/null

@@ -40,6 +40,9 @@ type Actor struct {
 	// NoReap: it never waits for its children, so one that exits stays a zombie. Init: it is
 	// PID 1 of its box, reaping every orphan.
 	Exit, ExitLeader, NoReap, Init bool `json:",omitempty"`
+	// Job: it is started in a process group of its own, as an interactive shell's job
+	// control starts each command line (its children, forked, stay in that group).
+	Job bool `json:",omitempty"`
 
 	// What nvidia-smi says of it (the fake's answers; the actor ignores these): MiB of GPU
 	// memory per GPU index, and the process type: "C" (compute, the default), "G" (graphics:

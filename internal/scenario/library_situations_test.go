@@ -56,6 +56,9 @@ func as(uid int, as ...actor) []actor {
 
 // shell is a user's login shell in a session scope, with what it started.
 func shell(name string, uid, session int, kids ...actor) actor {
+	for i := range kids {
+		kids[i].Job = true // each command line a job of its own, as bash's job control runs it
+	}
 	return as(uid, actor{Name: name, Argv: []string{"-bash"}, Exe: "bash",
 		Cgroup: fmt.Sprintf("user.slice/user-%d.slice/session-%d.scope", uid, session), Children: kids})[0]
 }
@@ -98,8 +101,19 @@ func rank(name string, gpu int, mib int64, devices int, script ...string) actor 
 	return actor{Name: name, Argv: append([]string{"/usr/bin/python3", "-u"}, script...), Devices: upto(devices), GPUMiB: on(gpu, mib)}
 }
 
-// deletedWeights are weights copied to /dev/shm and then rm -rf'd while mapped.
+// deletedWeights are weights copied to /dev/shm and then deleted while mapped, by their owner:
+// the directory, the server user's own (0755), stays, so only that user or root could have
+// deleted them.
 func deletedWeights(dir string) []scenario.ShmFile {
+	return []scenario.ShmFile{
+		{Path: dir + "/model-00001-of-00002.safetensors", Delete: true},
+		{Path: dir + "/model-00002-of-00002.safetensors", Delete: true},
+	}
+}
+
+// removedWeightsDir are weights whose whole directory was then rm -rf'd while mapped: with the
+// directory gone, nobody can tell whose it was, and so who could have removed it.
+func removedWeightsDir(dir string) []scenario.ShmFile {
 	return []scenario.ShmFile{
 		{Path: dir + "/model-00001-of-00002.safetensors"},
 		{Path: dir + "/model-00002-of-00002.safetensors", DeleteDir: true},
@@ -244,7 +258,7 @@ func library() []situation {
 				Children: []actor{
 					{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}},
 					{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}}}})},
-			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"dl0", "dl1"}, gpus: []int{0}, mayName: []string{"trainer"}}},
+			want: verdict{code: diagnose.CodeDeadPIDMemory, culprits: []string{"dl0", "dl1"}, gpus: []int{0}, mayName: []string{"trainer"}}},
 
 		// NVIDIA/Megatron-LM#3684: DataLoader workers keep /dev/nvidia* open while the rank
 		// runs; nothing is wrong while it does.
@@ -363,6 +377,18 @@ func library() []situation {
 					Devices: upto(2), GPUMiB: on(0, 50_000), Shm: deletedWeights("/dev/shm/Qwen3.6-27B")})},
 			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
 			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}}},
+
+		// The ct200 report's own cleanup (issue 13), seen as issue 17 §1 weighs it: the weights
+		// directory rm -rf'd whole while mapped. Gone, it no longer says whose it was, and so
+		// who could have removed it: the server is named for the operator's judgement, and no
+		// line suggests killing it.
+		{name: "weights directory removed whole: the operator judges", gpus: h100s(2), users: libUsers,
+			procs: []actor{vllmService("svc", 1, 30_000, 2),
+				shell("bash", bob, 25, actor{Name: "left", Argv: []string{"python3", "-m", "sglang.launch_server", "--model-path", "/dev/shm/Qwen3-8B", "--tp", "1"},
+					Devices: upto(2), GPUMiB: on(0, 50_000), Shm: removedWeightsDir("/dev/shm/Qwen3-8B")})},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want: verdict{code: diagnose.CodeLeftoverUnconfirmed, culprits: []string{"left"},
+				notSaid: []*regexp.Regexp{regexp.MustCompile(`(?m)^\s*(sudo )?kill `)}}},
 
 		// Issue 16 §2: a leftover holding memory on GPU 2 and the device files of 0-3 is
 		// blamed on GPU 2 alone, in Prometheus too.

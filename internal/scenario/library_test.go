@@ -38,23 +38,8 @@ import (
 // owns the fix: a failure of one of these skips with the failure's text instead of failing.
 // Remove an entry once its branch is merged.
 var pendingClass = map[string]string{
-	// GPUs by device files (issue 16 §2): the right culprit, reported on every GPU it opened.
-	"ray::IDLE worker of a dead raylet":                                  "memory",
-	"orphaned Ray actor, driver and raylet gone":                         "memory",
-	"crashed replica's workers beside a live replica with the same argv": "memory",
 	// Ranks of a dead torchrun agent: by argv alone a rank is any user's script (issue 16 §1).
 	"ranks of a killed torchrun agent": "tree2",
-	// GPUs by memory, graphics processes, a dead listed PID (issue 16 §2).
-	"old torchrun rank beside the live one":                           "memory",
-	"dead trainer's DataLoader workers keep the device":               "memory",
-	"Xorg and gnome-shell on a workstation":                           "memory",
-	"Xorg on GPU 0 of a server, a job on GPU 1":                       "memory",
-	"MPS: a leftover client beside a live one":                        "memory",
-	"leftover with deleted /dev/shm weights beside a healthy service": "memory",
-	"leftover on GPU 2 holding device files 0-3":                      "memory",
-	"KillMode=process stray beside the restarted service":             "memory",
-	"leftover on GPU 3 of 8 beside a TP-4 service":                    "memory",
-	"Wayland session: compositor and Xwayland":                        "memory",
 }
 
 // situation is one staged host.
@@ -193,20 +178,15 @@ func (sit situation) stage(t *testing.T, actor string) ([]string, string) {
 	return sit.judge(r, box.PIDs), r.text
 }
 
-// smiRow adds what nvidia-smi says of the actor a, PID pid: compute processes (C, M+C, M) are
-// compute apps; graphics processes (G) are not listed by --query-compute-apps, so the fake has
-// their memory as the GPU's used memory only.
+// smiRow adds what nvidia-smi says of the actor a, PID pid, with its type: the fake lists
+// compute processes (C, C+G, M+C) in --query-compute-apps and every process, graphics (G)
+// included, in its full listing (-q -d PIDS).
 func (s *stage) smiRow(a *scenario.Actor, pid int) {
 	if a.Age > 0 {
 		s.aged[pid] = a.Age
 	}
 	for g, mib := range a.GPUMiB {
-		switch a.Type {
-		case "G":
-			s.extra[g] += mib
-		default:
-			s.apps = append(s.apps, scenario.App{PID: pid, GPUUUID: s.gpus[g].UUID, UsedMiB: mib, Name: a.Argv[0]})
-		}
+		s.apps = append(s.apps, scenario.App{PID: pid, GPUUUID: s.gpus[g].UUID, UsedMiB: mib, Name: a.Argv[0], Type: a.Type})
 	}
 }
 

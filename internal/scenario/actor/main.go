@@ -97,6 +97,9 @@ func start(parent scenario.Actor, c scenario.Actor) {
 	if c.Dir == "" {
 		cmd.Dir = "/"
 	}
+	if c.Job {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		fail("%s: %v", c.Name, err)
 	}
