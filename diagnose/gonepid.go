@@ -94,11 +94,11 @@ func (h *host) deadPIDFinding(dead *GPUProcess) Finding {
 // culprits otherwise (driver helpers, a desktop, a serving MPS daemon): tied are those whose
 // process group or session is the dead PID's, others the rest.
 func (h *host) deviceKeepers(dead int, gpus []int) (tied, others []Reason) {
-	for i := range h.procs {
-		gp := &h.procs[i]
-		p := h.procByPID[gp.PID]
-		if gp.PID == dead || p == nil || p.Gone || p.ParentOnly || gp.memMiB() > 0 || h.isDriverHelper(gp.PID) || h.protected(gp) {
-			continue
+	ix := h.keeperIndex()
+	seen := map[int]bool{}
+	add := func(gp *GPUProcess, tie string) {
+		if seen[gp.PID] || gp.PID == dead {
+			return
 		}
 		var on []int
 		for _, g := range gp.DeviceGPUs {
@@ -107,22 +107,67 @@ func (h *host) deviceKeepers(dead int, gpus []int) (tied, others []Reason) {
 			}
 		}
 		if len(on) == 0 {
-			continue
+			return
 		}
-		r := Reason{Code: ReasonHoldsDevice, PID: gp.PID, GPUs: on}
-		switch {
-		case p.PGID != nil && *p.PGID == dead:
-			r.Detail, r.Strong = tieGroup, true
-		case p.SID != nil && *p.SID == dead:
-			r.Detail, r.Strong = tieSession, true
-		}
+		seen[gp.PID] = true
+		r := Reason{Code: ReasonHoldsDevice, PID: gp.PID, GPUs: on, Detail: tie, Strong: tie != ""}
 		if r.Strong {
 			tied = append(tied, r)
 		} else {
 			others = append(others, r)
 		}
 	}
+	for _, gp := range ix.byGroup[dead] {
+		add(gp, tieGroup)
+	}
+	for _, gp := range ix.bySession[dead] {
+		add(gp, tieSession)
+	}
+	// The untied holders are shown, not stopped: the first maxOthers of them are enough to
+	// look at, and naming every one for every gone PID would cost their product.
+	for _, g := range gpus {
+		for _, gp := range ix.byGPU[g] {
+			if len(others) == maxOthers {
+				break
+			}
+			add(gp, "")
+		}
+	}
+	slices.SortFunc(tied, func(a, b Reason) int { return a.PID - b.PID })
+	slices.SortFunc(others, func(a, b Reason) int { return a.PID - b.PID })
 	return tied, others
+}
+
+// keepers indexes, once per host, the live processes that hold a GPU's device open without
+// memory nvidia-smi lists for them (and are neither driver helpers nor protected): by process
+// group, by session and by GPU, each in PID order.
+type keepers struct {
+	byGroup, bySession, byGPU map[int][]*GPUProcess
+}
+
+func (h *host) keeperIndex() *keepers {
+	if h.keepers != nil {
+		return h.keepers
+	}
+	ix := &keepers{byGroup: map[int][]*GPUProcess{}, bySession: map[int][]*GPUProcess{}, byGPU: map[int][]*GPUProcess{}}
+	for i := range h.procs {
+		gp := &h.procs[i]
+		p := h.procByPID[gp.PID]
+		if p == nil || p.Gone || p.ParentOnly || len(gp.DeviceGPUs) == 0 || gp.memMiB() > 0 || h.isDriverHelper(gp.PID) || h.protected(gp) {
+			continue
+		}
+		if p.PGID != nil {
+			ix.byGroup[*p.PGID] = append(ix.byGroup[*p.PGID], gp)
+		}
+		if p.SID != nil && (p.PGID == nil || *p.SID != *p.PGID) {
+			ix.bySession[*p.SID] = append(ix.bySession[*p.SID], gp)
+		}
+		for _, g := range gp.DeviceGPUs {
+			ix.byGPU[g] = append(ix.byGPU[g], gp)
+		}
+	}
+	h.keepers = ix
+	return ix
 }
 
 // deadInspect are the actions when nothing tied to the dead PID holds its GPUs: look at who

@@ -37,6 +37,7 @@ type host struct {
 	// mpsLive counts the live MPS clients, per GPU index (-1: typed M+C anywhere, -2: any
 	// listed with memory); nil until mpsServes first needs it.
 	mpsLive map[int]int
+	keepers *keepers // device holders without listed memory, indexed (gonepid.go)
 
 	leftovers map[int]leftoverVerdict // PID -> why it looks abandoned (strong reasons only)
 	// unconfirmed holds the processes that would look abandoned but for evidence another user

@@ -56,13 +56,16 @@ time.sleep(100000)`, dir, n)
 }
 
 // HoldDeleted is a program that writes a weights file of size bytes under dir, keeps it open
-// (no mapping) and removes dir: deleted-but-open weights.
+// (no mapping) and deletes it, keeping dir, its own (0755): deleted-but-open weights only its
+// owner or root could have deleted.
 func HoldDeleted(dir string, size int64) string {
-	return fmt.Sprintf(`import os, shutil, time
+	return fmt.Sprintf(`import os, time
 os.makedirs(%q, exist_ok=True)
-fd = os.open(os.path.join(%q, "model-00001-of-00001.safetensors"), os.O_CREAT | os.O_RDWR, 0o644)
+os.chmod(%q, 0o755)
+path = os.path.join(%q, "model-00001-of-00001.safetensors")
+fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o644)
 os.ftruncate(fd, %d)
-shutil.rmtree(%q)
+os.unlink(path)
 print("ready", os.getpid(), flush=True)
-time.sleep(100000)`, dir, dir, size, dir)
+time.sleep(100000)`, dir, dir, dir, size)
 }

@@ -51,6 +51,29 @@ var fillers = map[string]filler{
 			}
 			fmt.Fprintf(b, "%d, %s, %d\n", limitPID(i), uuid, 16+i%64)
 		}},
+	// Every other listed PID gone at once after the listing: each gone one a dead-pid-memory
+	// question over every device holder.
+	"apps-alive": {record: func(b *bytes.Buffer, i, _ int) {
+		state := "alive"
+		if i%2 == 0 {
+			state = "gone"
+		}
+		fmt.Fprintf(b, "%s %d\n", state, limitPID(i))
+	}},
+	"smi-pids": {head: "\n==============NVSMI LOG==============\n\nDriver Version                            : 575.57.08\n\nGPU 00000000:18:00.0\n    Processes\n",
+		record: func(b *bytes.Buffer, i, _ int) {
+			typ := "C"
+			if i%3 == 0 {
+				typ = "G"
+			}
+			fmt.Fprintf(b, "        GPU instance ID                   : N/A\n        Compute instance ID               : N/A\n"+
+				"        Process ID                        : %d\n            Type                          : %s\n"+
+				"            Name                          : python3\n            Used GPU Memory               : %d MiB\n", limitPID(i), typ, 16+i%64)
+		}},
+	"shm-dirs": {record: func(b *bytes.Buffer, i, _ int) {
+		fmt.Fprintf(b, "file %d /dev/shm/d%d/s%d\x00owner %d\x00dir %d %d 41ff 25 /proc/%d/root/dev/shm/d%d\x00dir 0 0 43ff 25 /proc/%d/root/dev/shm\x00dir 0 0 41ed 2049 /proc/%d/root/dev\x00",
+			limitPID(i), i/100, i, 1000+i%20, 1000+i%20, 1000+i%20, limitPID(i), i/100, limitPID(i), limitPID(i))
+	}},
 	"fds": {tail: "denied 0\n", record: func(b *bytes.Buffer, i, gpus int) {
 		if i%2 == 0 {
 			fmt.Fprintf(b, "/proc/%d/fd\t%d\t/dev/nvidia%d\x00", limitPID(i/2), 4, (i/2)%gpus)
