@@ -355,6 +355,11 @@ PROCS_SCRIPT='
 max=$1 pick=$2 argpaths=$3 done=$4 pp=$5
 shift 5
 fields="/^(Name|State|PPid|Uid|NSpid|VmRSS|RssShmem|Threads):/ { print \"status \" \$0 } /^[0-9]+:/ { print \"cgroup \" \$0 }"
+# envs: of /proc/PID/environ, one entry a line (tr swaps NUL and newline, and a newline inside a
+# value turns into \001), only the names the torchrun elastic agent gives each rank, each once
+# (the first, as getenv reads it), its value digits or a run id of a short charset, or nothing.
+envs="/^(TORCHELASTIC_RUN_ID|TORCHELASTIC_RESTART_COUNT|LOCAL_RANK|GROUP_RANK)=/ && !(\$1 in s) { s[\$1] = 1; v = substr(\$0, length(\$1) + 2)
+	if (\$1 == \"TORCHELASTIC_RUN_ID\" ? v ~ /^[A-Za-z0-9._:-]+\$/ && length(v) <= 128 : v ~ /^[0-9]+\$/ && length(v) <= 6) print \"env \" \$0 }"
 # ppid STAT: add the PPid in STAT, the field after the state that follows the comm.
 ppid() {
 	r=${1##*") "}
@@ -371,6 +376,9 @@ desc() {
 	ppid "$s"
 	# status lines start with a key, cgroup lines with the hierarchy number.
 	{ head -c 65536 "$d/status"; head -c 65536 "$d/cgroup"; } | awk "$fields" | tr "\n" "\000"
+	# The launcher variables of a process described in its own right, never of an ancestor: at
+	# most 256 KiB of environ, and a last entry the bound cut ends in \002, so it matches nothing.
+	[ -n "$2" ] || { head -c 262144 "$d/environ"; printf "\002"; } | tr "\000\n" "\n\001" | awk -F= "$envs" | tr "\n" "\000"
 	printf "argv "
 	head -c 65537 "$d/cmdline" | base64
 	printf "\000cwd "
