@@ -19,8 +19,8 @@ import (
 
 // TestProbeLaunchEnv: of a GPU holder's environment the probe sends only the torchrun agent's
 // variables, each checked; nothing else leaves the host (a secret beside them, the value that
-// tries to forge an entry with a newline), nothing of an ancestor's environment, and no entry
-// the 256 KiB bound cut short.
+// tries to forge an entry with a newline), nothing of an ancestor's environment or of a process
+// that holds no GPU, and no entry the 256 KiB bound cut short.
 func TestProbeLaunchEnv(t *testing.T) {
 	needRootLinux(t)
 	pad := func(name string, n int) string { return name + "=" + strings.Repeat("a", n) }
@@ -60,11 +60,25 @@ func TestProbeLaunchEnv(t *testing.T) {
 			t.Fatalf("no sleep under sh: %v", chain)
 		}
 	}
+	// A holder of a deleted /dev/shm file that holds no GPU is described, its environ unread.
+	shm := exec.Command("sh", "-c", `exec 3<>"$1" && rm "$1" && echo ready && exec sleep 600`, "sh", fmt.Sprintf("/dev/shm/gt-launchenv-%d", os.Getpid()))
+	shm.Env = []string{"PATH=/usr/bin:/bin", "TORCHELASTIC_RUN_ID=shm-holder-run"}
+	out, err := shm.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = shm.Process.Kill(); _ = shm.Wait() })
+	if _, err := out.Read(make([]byte, 6)); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := scenario.RunProbe(parse.ProbeScript, smiListing(t, 0, chain[0]), "", "00112233445566778899aabbccddeeff")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"hunter2", "forged", "ancestor-run", "SECRET_TOKEN", "PAD1", "1234567"} {
+	for _, secret := range []string{"hunter2", "forged", "ancestor-run", "shm-holder-run", "SECRET_TOKEN", "PAD1", "1234567"} {
 		if bytes.Contains(raw, []byte(secret)) {
 			t.Errorf("the capture holds %q", secret)
 		}
@@ -76,6 +90,9 @@ func TestProbeLaunchEnv(t *testing.T) {
 	}
 	if sh := proc(s, chain[1]); sh == nil || !sh.ParentOnly || sh.Launch != nil {
 		t.Errorf("ancestor %d: %+v", chain[1], sh)
+	}
+	if p := proc(s, shm.Process.Pid); p == nil || p.ParentOnly || len(p.Shm) == 0 || p.Launch != nil {
+		t.Errorf("holder of a deleted /dev/shm file %d: %+v", shm.Process.Pid, p)
 	}
 }
 

@@ -376,9 +376,10 @@ desc() {
 	ppid "$s"
 	# status lines start with a key, cgroup lines with the hierarchy number.
 	{ head -c 65536 "$d/status"; head -c 65536 "$d/cgroup"; } | awk "$fields" | tr "\n" "\000"
-	# The launcher variables of a process described in its own right, never of an ancestor: at
-	# most 256 KiB of environ, and a last entry the bound cut ends in \002, so it matches nothing.
-	[ -n "$2" ] || { head -c 262144 "$d/environ"; printf "\002"; } | tr "\000\n" "\n\001" | awk -F= "$envs" | tr "\n" "\000"
+	# The launcher variables of a GPU holder (holder=1: one described in a shell of its own),
+	# never of an ancestor: at most 256 KiB of environ, and a last entry the bound cut ends in
+	# \002, so it matches nothing.
+	[ -n "$2" ] || [ -z "$holder" ] || { head -c 262144 "$d/environ"; printf "\002"; } | tr "\000\n" "\n\001" | awk -F= "$envs" | tr "\n" "\000"
 	printf "argv "
 	head -c 65537 "$d/cmdline" | base64
 	printf "\000cwd "
@@ -450,7 +451,8 @@ spent() {
 	case ${_now%.*} in '' | *[!0-9]*) return 1 ;; esac
 	[ $((${_now%.*} - ${1%.*})) -ge "$2" ]
 }
-# procscan: the GPU holders first (GPUP, at most 256), each in a shell of its own within 5 s: a
+# procscan: the GPU holders first (GPUP, at most 256), each in a shell of its own within 5 s,
+# where alone the launcher variables of its environ are read (holder=1, a constant): a
 # process whose description stalls (a model path on a hung mount) costs only its own budget, and
 # one cut by it ends in a field "cut". After two such cuts or 30 s, the rest go with the others,
 # in one shell within 20 s. Their parents' PIDs are read first, from the kernel's PPid lines, as
@@ -465,12 +467,12 @@ procscan() {
 	read -r _t0 _rest </proc/uptime 2>/dev/null
 	for _p in $_first; do
 		[ "$_late" -lt 2 ] && ! spent "$_t0" 30 || break
-		t 5 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
+		t 5 sh -c "holder=1$CHAIN_FN$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
 		case $? in 124 | 137) printf '\000cut\000' && _late=$((_late + 1)) ;; esac
 		_done="$_done $_p"
 	done
 	# shellcheck disable=SC2046 # PIDS are digits
-	t 20 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
+	t 20 sh -c "holder=$CHAIN_FN$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
 	BEGIN { n = split(skip, a, " "); for (i = 1; i <= n; i++) s[a[i]] = 1 }
 	!($0 in s)') 2>/dev/null
 }
