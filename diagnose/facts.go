@@ -26,7 +26,7 @@ const (
 	ReasonOrphaned       ReasonCode = "orphaned"        // parent PID 1, outside any service, container or job
 	ReasonMuchOlder      ReasonCode = "much-older"      // much older than the comparable GPU work
 	// ReasonOrphanedWorker: a launcher's child by its nature (Detail: "vLLM worker", "Ray
-	// worker", "multiprocessing worker") whose launcher died: it, or its launcher's worker
+	// worker", "multiprocessing worker", or "torchrun rank" by its environment) whose launcher died: it, or its launcher's worker
 	// Other, was re-parented to Parent (PID 1, a namespace's init, a service manager or shell;
 	// ParentName its name).
 	ReasonOrphanedWorker ReasonCode = "orphaned-worker"

@@ -191,7 +191,7 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 		v.add(r)
 	}
 	tree := false
-	for _, judge := range []func(*GPUProcess) (Reason, bool){h.orphanedWorker, h.olderGeneration} {
+	for _, judge := range []func(*GPUProcess) (Reason, bool){h.orphanedWorker, h.olderGeneration, h.olderAttempt} {
 		if r, ok := judge(gp); ok {
 			v.add(r)
 			tree = true

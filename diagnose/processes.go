@@ -59,6 +59,9 @@ type host struct {
 	// newestLive is, per user and command line and then per GPU, the newest GPU process
 	// whose launcher lives (olderGeneration); built on first use.
 	newestLive map[string]map[int]*GPUProcess
+	// latestAttempt is, per user, torchrun run id and agent, the GPU process of the highest
+	// TORCHELASTIC_RESTART_COUNT (olderAttempt); built on first use.
+	latestAttempt map[attemptKey]*parse.Process
 
 	// groups are, per action on a unit, container, pod or job (Kind and Target), the GPU
 	// processes it ends and what it frees; shmKeepers, per deleted /dev/shm file, the live

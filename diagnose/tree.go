@@ -42,6 +42,26 @@ func childKind(argv []string) string {
 	return ""
 }
 
+// torchrunRank is the kind of a process the torchrun elastic agent started: its environment
+// carries the TORCHELASTIC_RUN_ID the agent gives each rank (parse.LaunchEnv). LOCAL_RANK
+// alone is not enough: users set it by hand to run one rank's script, and launchers that
+// do not supervise their ranks (mpirun, deepspeed's ssh runner) set it too.
+const torchrunRank = "torchrun rank"
+
+// kindOf is what p is when by its nature it is a launcher's child: childKind of its command
+// line, or torchrunRank by its environment (a rank's argv is the user's script: python -u
+// train.py). Anyone may set the variable in their own process, which only makes their own
+// process read as a launcher's child: adoptedBy judges the parent by its owner.
+func kindOf(p *parse.Process) string {
+	if k := childKind(p.Argv); k != "" {
+		return k
+	}
+	if p.Launch != nil && p.Launch.RunID != "" {
+		return torchrunRank
+	}
+	return ""
+}
+
 // adopters are the names (comm) of the inits and subreapers that take in orphans and never
 // launch a worker themselves: a container's init, systemd (the user's manager too). A shell,
 // sshd, sudo or tmux adopts nothing (none sets PR_SET_CHILD_SUBREAPER): a process whose
@@ -92,7 +112,7 @@ func (h *host) orphanedWorker(gp *GPUProcess) (Reason, bool) {
 	p := h.procByPID[gp.PID]
 	kind := ""
 	if p != nil {
-		kind = childKind(p.Argv)
+		kind = kindOf(p)
 	}
 	if kind == "" {
 		return Reason{}, false
@@ -107,7 +127,7 @@ func (h *host) orphanedWorker(gp *GPUProcess) (Reason, bool) {
 			return r, true
 		}
 		parent := h.parentOf(cur)
-		if parent == nil || childKind(parent.Argv) == "" || !sameOwner(parent, cur) {
+		if parent == nil || kindOf(parent) == "" || !sameOwner(parent, cur) {
 			return Reason{}, false
 		}
 		cur = parent
@@ -147,6 +167,67 @@ func (h *host) olderGeneration(gp *GPUProcess) (Reason, bool) {
 		}
 	}
 	return Reason{}, false
+}
+
+// olderAttempt is the older-generation reason for gp when its environment says it is a rank
+// of an earlier attempt of its torchrun run: another GPU process of the same user under the
+// same live agent, of the same run id, has a higher TORCHELASTIC_RESTART_COUNT. An agent runs
+// one attempt of its workers at a time, and stops the old ones before it starts the next: a
+// rank that outlived that (stuck in the driver) is left from an earlier attempt. Detail is
+// restartAttempt; Parent stays 0: gp was not re-parented.
+func (h *host) olderAttempt(gp *GPUProcess) (Reason, bool) {
+	p := h.procByPID[gp.PID]
+	key, ok := h.attemptKeyOf(p)
+	if !ok {
+		return Reason{}, false
+	}
+	if q := h.latestAttempts()[key]; q != nil && *q.Launch.RestartCount > *p.Launch.RestartCount {
+		return Reason{Code: ReasonOlderGeneration, Strong: true, PID: gp.PID, Other: q.PID, Detail: restartAttempt}, true
+	}
+	return Reason{}, false
+}
+
+// restartAttempt is the Detail of an older-generation reason found by restart counts.
+const restartAttempt = "torchrun-restart"
+
+// attemptKey names the ranks one torchrun agent runs for one user and run id.
+type attemptKey struct {
+	uid, agent int
+	runID      string
+}
+
+// attemptKeyOf is p's attemptKey; ok when p is a torchrun rank with its restart count, its
+// user known and its agent described, alive and not an adopter (a rank re-parented to one is
+// an orphaned-worker already).
+func (h *host) attemptKeyOf(p *parse.Process) (attemptKey, bool) {
+	if p == nil || p.Gone || p.UID == nil || kindOf(p) != torchrunRank || p.Launch.RestartCount == nil {
+		return attemptKey{}, false
+	}
+	agent := h.parentOf(p)
+	if agent == nil || agent.Gone || !sameOwner(agent, p) {
+		return attemptKey{}, false
+	}
+	if _, _, adopted := h.adoptedBy(p); adopted {
+		return attemptKey{}, false
+	}
+	return attemptKey{uid: *p.UID, agent: agent.PID, runID: p.Launch.RunID}, true
+}
+
+// latestAttempts indexes, by attemptKey, the GPU process of the highest restart count.
+func (h *host) latestAttempts() map[attemptKey]*parse.Process {
+	if h.latestAttempt != nil {
+		return h.latestAttempt
+	}
+	h.latestAttempt = map[attemptKey]*parse.Process{}
+	for i := range h.procs {
+		q := h.procByPID[h.procs[i].PID]
+		if key, ok := h.attemptKeyOf(q); ok {
+			if cur := h.latestAttempt[key]; cur == nil || *q.Launch.RestartCount > *cur.Launch.RestartCount {
+				h.latestAttempt[key] = q
+			}
+		}
+	}
+	return h.latestAttempt
 }
 
 // generationKey is what two generations of one program share: the user and the whole

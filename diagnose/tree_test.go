@@ -86,6 +86,22 @@ func TestOrphanedWorkers(t *testing.T) {
 		{"a worker under a live vllm serve", treeHost([]int{30, 31},
 			proc(20, 700, "S", 1000, "alice", time.Hour, serveArgv...), bash,
 			titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1")), 30, false, 0},
+		{"a torchrun rank re-parented to PID 1", treeHost([]int{30}, elastic(proc(30, 1, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), 30, true, 0},
+		{"a torchrun rank re-parented to the user's systemd --user", treeHost([]int{30}, userSystemd,
+			elastic(proc(30, 600, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), 30, true, 0},
+		{"a torchrun rank under the user's interactive bash: a shell adopts nothing", treeHost([]int{30},
+			bash, elastic(proc(30, 700, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), 30, false, 0},
+		{"a torchrun rank under its live agent", treeHost([]int{30}, bash, proc(20, 700, "S", 1000, "alice", time.Hour, torchrunArgv...),
+			elastic(proc(30, 20, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), 30, false, 0},
+		{"a torchrun rank under another user's namespace init is not made orphaned", treeHost([]int{30},
+			containerBash(700, 1001, "mallory", 10*time.Hour), elastic(proc(30, 700, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), 30, false, 0},
+		{"a fork of a torchrun rank re-parented to PID 1", treeHost([]int{31},
+			elastic(proc(30, 1, "S", 1000, "alice", time.Hour, trainArgv...), "run-1"), elastic(proc(31, 30, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), 31, true, 30},
+		{"a nohup'd script that sets LOCAL_RANK alone stays weak", treeHost([]int{30}, func() parse.Process {
+			p := proc(30, 1, "S", 1000, "alice", time.Hour, trainArgv...)
+			p.Launch = &parse.LaunchEnv{LocalRank: ip(0)}
+			return p
+		}()), 30, false, 0},
 		{"a nohup'd vllm serve alone stays weak", treeHost([]int{20}, proc(20, 1, "S", 1000, "alice", 5*time.Hour, serveArgv...)), 20, false, 0},
 	}
 	for _, c := range cases {
@@ -101,6 +117,23 @@ func TestOrphanedWorkers(t *testing.T) {
 			}
 		})
 	}
+}
+
+var (
+	trainArgv    = []string{"/usr/bin/python3", "-u", "train.py", "--config", "llama.yaml"}
+	torchrunArgv = []string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", "2", "train.py", "--config", "llama.yaml"}
+	// userSystemd is alice's systemd --user, a subreaper.
+	userSystemd = func() parse.Process {
+		p := proc(600, 1, "S", 1000, "alice", 10*time.Hour, "/usr/lib/systemd/systemd", "--user")
+		p.Comm = "systemd"
+		return p
+	}()
+)
+
+// elastic gives p the environment the torchrun elastic agent gives its ranks.
+func elastic(p parse.Process, runID string) parse.Process {
+	p.Launch = &parse.LaunchEnv{RunID: runID, RestartCount: ip(0), LocalRank: ip(0), GroupRank: ip(0)}
+	return p
 }
 
 func TestWorkersNamedAsTheirLaunchers(t *testing.T) {
@@ -206,4 +239,64 @@ func TestZombieParents(t *testing.T) {
 			t.Fatalf("zombie leader: %+v\n%s", f.Reasons, strings.Join(f.Fix, "\n"))
 		}
 	})
+}
+
+// TestTorchrunRankWords: a rank whose agent died is named as one, with what says so.
+func TestTorchrunRankWords(t *testing.T) {
+	res := Diagnose(treeHost([]int{30}, elastic(proc(30, 1, "S", 1000, "alice", time.Hour, trainArgv...), "run-1")), refTime)
+	f := leftoverOf(res.Findings, 30)
+	if r := reasonOf(f, ReasonOrphanedWorker); r == nil || r.Detail != torchrunRank {
+		t.Fatalf("no orphaned torchrun rank: %+v", res.Findings)
+	}
+	text := f.Title + "\n" + f.Explanation + "\n" + strings.Join(f.Evidence, "\n")
+	if !strings.Contains(text, "torchrun rank") || !strings.Contains(text, "TORCHELASTIC_RUN_ID") || !strings.Contains(text, "agent died") {
+		t.Errorf("words:\n%s", text)
+	}
+}
+
+// TestOlderAttempt: a rank of an earlier restart of a torchrun run, still under its live agent
+// beside the ranks of the agent's newer attempt, is the older generation; never the newer
+// rank, and never across users, runs or agents.
+func TestOlderAttempt(t *testing.T) {
+	bash := proc(700, 1, "S", 1000, "alice", 10*time.Hour, "bash")
+	attempt := func(p parse.Process, runID string, restart int) parse.Process {
+		p = elastic(p, runID)
+		p.Launch.RestartCount = ip(restart)
+		return p
+	}
+	agent := proc(20, 700, "S", 1000, "alice", 3*time.Hour, torchrunArgv...)
+	otherAgent := proc(21, 700, "S", 1000, "alice", 3*time.Hour, torchrunArgv...)
+	cases := []struct {
+		name  string
+		newer parse.Process
+		older bool
+	}{
+		{"a newer attempt under the same agent", attempt(proc(31, 20, "S", 1000, "alice", time.Hour, trainArgv...), "run-1", 1), true},
+		{"the same attempt", attempt(proc(31, 20, "S", 1000, "alice", time.Hour, trainArgv...), "run-1", 0), false},
+		{"another run", attempt(proc(31, 20, "S", 1000, "alice", time.Hour, trainArgv...), "run-2", 1), false},
+		{"another agent", attempt(proc(31, 21, "S", 1000, "alice", time.Hour, trainArgv...), "run-1", 1), false},
+		{"another user's process", attempt(proc(31, 20, "S", 1001, "mallory", time.Hour, trainArgv...), "run-1", 1), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			old := attempt(proc(30, 20, "D", 1000, "alice", 2*time.Hour, trainArgv...), "run-1", 0)
+			res := Diagnose(treeHost([]int{30, 31}, bash, agent, otherAgent, old, c.newer), refTime)
+			r := reasonOf(leftoverOf(res.Findings, 30), ReasonOlderGeneration)
+			if (r != nil) != c.older || r != nil && (r.Detail != restartAttempt || r.Other != 31) {
+				t.Fatalf("older-generation %+v, want %v: %+v", r, c.older, res.Findings)
+			}
+			if f := leftoverOf(res.Findings, 31); f != nil {
+				t.Errorf("the newer rank is blamed: %s", f.Title)
+			}
+			blamed := res.BlamedPIDs()
+			for _, pid := range []int{20, 31} {
+				if _, ok := blamed[pid]; ok {
+					t.Errorf("PID %d, the live agent or the newer rank, is blamed", pid)
+				}
+			}
+			if f := leftoverOf(res.Findings, 30); f != nil && (strings.Contains(f.Title+f.Explanation, "PID 31") || strings.Contains(f.Title+f.Explanation, "PID 20")) {
+				t.Errorf("the finding names the newer rank or the live agent: %s\n%s", f.Title, f.Explanation)
+			}
+		})
+	}
 }

@@ -12,11 +12,22 @@ func treeWords(r Reason) string {
 	adopter := adopterWords(r.Parent, r.ParentName)
 	switch r.Code {
 	case ReasonOrphanedWorker:
+		if r.Detail == torchrunRank {
+			const env = "its environment carries the TORCHELASTIC_RUN_ID the elastic agent gives each rank it starts"
+			if r.Other != 0 {
+				return fmt.Sprintf("it is a process of torchrun rank PID %d (%s), and that rank's agent died: PID %d was re-parented to %s", r.Other, env, r.Other, adopter)
+			}
+			return "it is a torchrun rank (" + env + "), and its agent died: it was re-parented to " + adopter
+		}
 		if r.Other != 0 {
 			return fmt.Sprintf("it is a %s, started by PID %d, a worker itself whose launcher died: PID %d was re-parented to %s", r.Detail, r.Other, r.Other, adopter)
 		}
 		return fmt.Sprintf("it is a %s, a process only a launcher starts, and its launcher died: it was re-parented to %s", r.Detail, adopter)
 	case ReasonOlderGeneration:
+		if r.Detail == restartAttempt {
+			// Neither the newer rank nor the live agent is named: their PIDs would read as blame.
+			return "it is a torchrun rank of an earlier attempt of its run: a newer rank of the same run under the same agent, which runs one attempt at a time, has a higher TORCHELASTIC_RESTART_COUNT, so it was left behind when the agent restarted its workers"
+		}
 		// The newer generation is healthy: it is not named here, lest its PID read as blame.
 		return fmt.Sprintf("it runs exactly the command line of a newer process of the same user on the same GPU, which started %s later under a launcher that lives, while its own launcher died (it was re-parented to %s): it is the older generation, left behind by a restart",
 			FormatAge(r.Age), adopter)

@@ -355,6 +355,11 @@ PROCS_SCRIPT='
 max=$1 pick=$2 argpaths=$3 done=$4 pp=$5
 shift 5
 fields="/^(Name|State|PPid|Uid|NSpid|VmRSS|RssShmem|Threads):/ { print \"status \" \$0 } /^[0-9]+:/ { print \"cgroup \" \$0 }"
+# envs: of /proc/PID/environ, one entry a line (tr swaps NUL and newline, and a newline inside a
+# value turns into \001), only the names the torchrun elastic agent gives each rank, each once
+# (the first, as getenv reads it), its value digits or a run id of a short charset, or nothing.
+envs="/^(TORCHELASTIC_RUN_ID|TORCHELASTIC_RESTART_COUNT|LOCAL_RANK|GROUP_RANK)=/ && !(\$1 in s) { s[\$1] = 1; v = substr(\$0, length(\$1) + 2)
+	if (\$1 == \"TORCHELASTIC_RUN_ID\" ? v ~ /^[A-Za-z0-9._:-]+\$/ && length(v) <= 128 : v ~ /^[0-9]+\$/ && length(v) <= 6) print \"env \" \$0 }"
 # ppid STAT: add the PPid in STAT, the field after the state that follows the comm.
 ppid() {
 	r=${1##*") "}
@@ -371,6 +376,10 @@ desc() {
 	ppid "$s"
 	# status lines start with a key, cgroup lines with the hierarchy number.
 	{ head -c 65536 "$d/status"; head -c 65536 "$d/cgroup"; } | awk "$fields" | tr "\n" "\000"
+	# The launcher variables of a GPU holder (holder=1: one described in a shell of its own),
+	# never of an ancestor: at most 256 KiB of environ, and a last entry the bound cut ends in
+	# \002, so it matches nothing.
+	[ -n "$2" ] || [ -z "$holder" ] || { head -c 262144 "$d/environ"; printf "\002"; } | tr "\000\n" "\n\001" | awk -F= "$envs" | tr "\n" "\000"
 	printf "argv "
 	head -c 65537 "$d/cmdline" | base64
 	printf "\000cwd "
@@ -442,7 +451,8 @@ spent() {
 	case ${_now%.*} in '' | *[!0-9]*) return 1 ;; esac
 	[ $((${_now%.*} - ${1%.*})) -ge "$2" ]
 }
-# procscan: the GPU holders first (GPUP, at most 256), each in a shell of its own within 5 s: a
+# procscan: the GPU holders first (GPUP, at most 256), each in a shell of its own within 5 s,
+# where alone the launcher variables of its environ are read (holder=1, a constant): a
 # process whose description stalls (a model path on a hung mount) costs only its own budget, and
 # one cut by it ends in a field "cut". After two such cuts or 30 s, the rest go with the others,
 # in one shell within 20 s. Their parents' PIDs are read first, from the kernel's PPid lines, as
@@ -457,12 +467,12 @@ procscan() {
 	read -r _t0 _rest </proc/uptime 2>/dev/null
 	for _p in $_first; do
 		[ "$_late" -lt 2 ] && ! spent "$_t0" 30 || break
-		t 5 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
+		t 5 sh -c "holder=1$CHAIN_FN$PROCS_SCRIPT" sh 0 "$PARENTS_AWK" "$ARGPATHS_AWK" "" "" "$_p" 2>/dev/null
 		case $? in 124 | 137) printf '\000cut\000' && _late=$((_late + 1)) ;; esac
 		_done="$_done $_p"
 	done
 	# shellcheck disable=SC2046 # PIDS are digits
-	t 20 sh -c "$CHAIN_FN$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
+	t 20 sh -c "holder=$CHAIN_FN$PROCS_SCRIPT" sh "$MAXPROCS" "$PARENTS_AWK" "$ARGPATHS_AWK" "$_done" "$_pp" $(printf '%s\n' $PIDS | awk -v skip="$_done" '
 	BEGIN { n = split(skip, a, " "); for (i = 1; i <= n; i++) s[a[i]] = 1 }
 	!($0 in s)') 2>/dev/null
 }

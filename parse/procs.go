@@ -72,7 +72,7 @@ type procBuilder struct {
 	procs      []Process
 	p          *Process
 	cgroup     []string
-	fields     uint16      // single-valued fields the current block has, by singleField bit
+	fields     uint32      // single-valued fields the current block has, by singleField bit
 	bad        bool        // the current block repeats a field
 	count      map[int]int // blocks per PID
 	errMark    errList     // errs when the current block began
@@ -138,6 +138,10 @@ func (pb *procBuilder) field(n int, key, val string) {
 		p.Argv, p.ArgvTruncated, p.ArgvSHA256 = argv, trunc, sum
 	case "cwd":
 		p.Cwd = val
+	case "env":
+		if err := parseLaunchEnv(p, val); err != nil {
+			pb.errs.addf("procs field %d: pid %d: env: %v: %s", n, p.PID, err, q(val))
+		}
 	case "path":
 		state, path, _ := strings.Cut(val, " ")
 		if (state == "exists" || state == "missing") && path != "" {
@@ -152,7 +156,7 @@ func (pb *procBuilder) field(n int, key, val string) {
 
 // singleField is the bit of a field a block holds at most once (0 for cgroup and path lines,
 // which repeat): a status line counts by its key.
-func singleField(key, val string) uint16 {
+func singleField(key, val string) uint32 {
 	switch key {
 	case "gone":
 		return 1 << 0
@@ -169,6 +173,13 @@ func singleField(key, val string) uint16 {
 		for i, name := range statusKeys {
 			if k == name {
 				return 1 << (5 + i)
+			}
+		}
+	case "env":
+		k, _, _ := strings.Cut(val, "=")
+		for i, name := range launchEnvNames {
+			if k == name {
+				return 1 << (5 + len(statusKeys) + i)
 			}
 		}
 	}
@@ -371,3 +382,47 @@ func decodeArgv(s string) (argv []string, truncated bool, sum string, err error)
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// launchEnvNames are the environment variables the probe reads (Process.Launch), in the
+// order of their singleField bits.
+var launchEnvNames = [...]string{"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "LOCAL_RANK", "GROUP_RANK"}
+
+// maxRunIDBytes bounds TORCHELASTIC_RUN_ID, as the probe does.
+const maxRunIDBytes = 128
+
+// parseLaunchEnv reads one "NAME=VALUE" field of the launcher's variables. The probe checked
+// the value already; it is checked again here, as every byte of the capture is: a run id of
+// letters, digits and "._:-", the others at most six digits.
+func parseLaunchEnv(p *Process, val string) error {
+	name, v, _ := strings.Cut(val, "=")
+	if !slices.Contains(launchEnvNames[:], name) {
+		return errorString("not a variable the probe reads")
+	}
+	if name == "TORCHELASTIC_RUN_ID" {
+		if v == "" || len(v) > maxRunIDBytes || strings.Trim(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") != "" {
+			return errorString("bad run id")
+		}
+		launchOf(p).RunID = v
+		return nil
+	}
+	n, ok := atoiNonNeg(v)
+	if !ok || len(v) > 6 {
+		return errorString("want at most six digits")
+	}
+	switch l := launchOf(p); name {
+	case "TORCHELASTIC_RESTART_COUNT":
+		l.RestartCount = &n
+	case "LOCAL_RANK":
+		l.LocalRank = &n
+	default:
+		l.GroupRank = &n
+	}
+	return nil
+}
+
+func launchOf(p *Process) *LaunchEnv {
+	if p.Launch == nil {
+		p.Launch = &LaunchEnv{}
+	}
+	return p.Launch
+}

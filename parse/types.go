@@ -189,6 +189,24 @@ type Process struct {
 	// ModelPaths are the absolute paths given to --model, --model-path and similar flags, and
 	// whether each still exists on the host.
 	ModelPaths []PathCheck
+	// Launch is what the process's environment says of who launched it: the few variables
+	// the torchrun elastic agent gives each rank, the only ones the probe reads (fields "env
+	// NAME=VALUE"); nil when it read none (an ancestor, another user's process for a probe
+	// that is not root, or none set).
+	Launch *LaunchEnv
+}
+
+// LaunchEnv holds the torchrun elastic agent's variables in a process's environment, as
+// torch.distributed.elastic's local agent sets them for each rank it starts. Any user may set
+// them in their own process: they say what the process claims to be, never more.
+type LaunchEnv struct {
+	// RunID is TORCHELASTIC_RUN_ID: the rendezvous id of the run (a UUID for a standalone
+	// torchrun, --rdzv-id otherwise); "" when not set.
+	RunID string
+	// RestartCount is TORCHELASTIC_RESTART_COUNT, the agent's restart of the worker group
+	// the rank belongs to (0 for the first); LocalRank and GroupRank are LOCAL_RANK (the rank
+	// on its node) and GROUP_RANK (its node's rank). Each nil when not set.
+	RestartCount, LocalRank, GroupRank *int
 }
 
 // Cgroup is what a process's /proc/PID/cgroup says about who started it.

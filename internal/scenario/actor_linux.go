@@ -30,6 +30,10 @@ type Actor struct {
 	UID    int    `json:",omitempty"` // run as this uid and gid; root when 0
 	Cgroup string `json:",omitempty"` // a cgroup v2 directory to join first (MakeCgroup)
 	Dir    string `json:",omitempty"` // working directory; / when empty
+	// Env are NAME=VALUE entries its parent adds to the environment it passes on, after its
+	// own, as a launcher gives each worker its own (torchrun's elastic agent: LOCAL_RANK,
+	// TORCHELASTIC_RUN_ID, ...). Its children inherit them, as forked workers do.
+	Env []string `json:",omitempty"`
 	// Devices are the N of the /dev/nvidiaN files it opens; with any, /dev/nvidiactl and
 	// /dev/nvidia-uvm too, as every CUDA process does.
 	Devices  []int     `json:",omitempty"`

@@ -5,6 +5,7 @@ package scenario_test
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/gputriage/gputriage/diagnose"
@@ -91,9 +92,25 @@ func torchrun(name string, nproc int, mib int64, script ...string) actor {
 	a := actor{Name: name, Argv: append([]string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", fmt.Sprint(nproc)}, script...),
 		Exe: "torchrun"}
 	for i := 0; i < nproc; i++ {
-		a.Children = append(a.Children, rank(fmt.Sprintf("%s-rank%d", name, i), i, mib, nproc, script...))
+		r := rank(fmt.Sprintf("%s-rank%d", name, i), i, mib, nproc, script...)
+		r.Env = elasticEnv(i, nproc, 0)
+		a.Children = append(a.Children, r)
 	}
 	return a
+}
+
+// elasticEnv is what torch.distributed.elastic's local agent adds to each rank's environment
+// (LocalElasticAgent._start_workers), for a single-node torchrun without --standalone: the
+// static rendezvous, whose run id is "none"; restart is the attempt (TORCHELASTIC_RESTART_COUNT,
+// 0 for the first). The agent sets OMP_NUM_THREADS=1 for itself when it starts more than one
+// rank, and passes it on.
+func elasticEnv(local, world, restart int) []string {
+	return []string{"OMP_NUM_THREADS=1",
+		fmt.Sprintf("LOCAL_RANK=%d", local), fmt.Sprintf("RANK=%d", local), "GROUP_RANK=0", fmt.Sprintf("ROLE_RANK=%d", local),
+		"ROLE_NAME=default", fmt.Sprintf("LOCAL_WORLD_SIZE=%d", world), fmt.Sprintf("WORLD_SIZE=%d", world), "GROUP_WORLD_SIZE=1",
+		fmt.Sprintf("ROLE_WORLD_SIZE=%d", world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500",
+		fmt.Sprintf("TORCHELASTIC_RESTART_COUNT=%d", restart), "TORCHELASTIC_MAX_RESTARTS=3", "TORCHELASTIC_RUN_ID=none",
+		"TORCHELASTIC_USE_AGENT_STORE=True", "TORCH_NCCL_ASYNC_ERROR_HANDLING=1"}
 }
 
 // rank is a torchrun worker: torchrun runs the script as sys.executable -u SCRIPT ARGS.
@@ -229,11 +246,28 @@ func library() []situation {
 				actor{Name: "old-agent", Exit: true, Argv: []string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", "2", "train.py", "--config", "llama.yaml"}, Exe: "torchrun",
 					Children: []actor{func() actor {
 						r := rank("old-rank0", 0, 31_000, 2, "train.py", "--config", "llama.yaml")
-						r.Age = 3 * time.Hour
+						r.Age, r.Env = 3*time.Hour, elasticEnv(0, 2, 0)
 						return r
 					}()}},
 				torchrun("job", 2, 40_000, "train.py", "--config", "llama.yaml"))},
 			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"old-rank0"}}},
+
+		// pytorch/pytorch#76287: on a restart the elastic agent stops its ranks, and one stuck
+		// in the driver hangs on; the agent starts the next attempt beside it. Here the stuck
+		// rank of attempt 0, still the live agent's child, beside attempt 1's ranks.
+		{name: "stuck rank of an earlier torchrun attempt", gpus: h100s(2), users: libUsers,
+			procs: []actor{shell("bash", alice, 18, func() actor {
+				a := torchrun("job", 2, 40_000, "train.py", "--config", "llama.yaml")
+				a.Argv, a.Age = slices.Insert(a.Argv, 4, "--max-restarts", "3"), 2*time.Hour
+				for i := range a.Children {
+					a.Children[i].Env = elasticEnv(i, 2, 1)
+				}
+				old := rank("stuck-rank0", 0, 12_000, 2, "train.py", "--config", "llama.yaml")
+				old.Age, old.Env = time.Hour, elasticEnv(0, 2, 0)
+				a.Children = append(a.Children, old)
+				return a
+			}())},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"stuck-rank0"}}},
 
 		// pytorch/pytorch#147064: killing the torchrun agent leaves its ranks running.
 		{name: "ranks of a killed torchrun agent", gpus: h100s(2), users: libUsers,
@@ -248,6 +282,17 @@ func library() []situation {
 		{name: "healthy torchrun job, 8 ranks", gpus: h100s(8), users: libUsers,
 			procs: []actor{shell("bash", alice, 12, torchrun("job", 8, 60_000, "train.py", "--config", "llama.yaml"))},
 			want:  verdict{healthy: true}},
+
+		// torchrun's documentation has a rank read its LOCAL_RANK from the environment
+		// (local_rank = int(os.environ["LOCAL_RANK"])), and users run one rank's script by hand
+		// with it set: here under nohup, its shell gone. Nothing but the user's own
+		// LOCAL_RANK says a launcher started it, and no launcher did: a process the elastic
+		// agent starts carries its TORCHELASTIC_RUN_ID too. Orphaned by design, alone on its
+		// GPU: weak, and healthy.
+		{name: "nohup'd script that sets LOCAL_RANK", gpus: h100s(1), users: libUsers,
+			procs: as(alice, actor{Name: "script", Argv: []string{"/usr/bin/python3", "-u", "train.py", "--config", "llama.yaml"}, Env: []string{"LOCAL_RANK=0"},
+				Cgroup: "user.slice/user-1000.slice/session-27.scope", Devices: []int{0}, GPUMiB: on(0, 40_000)}),
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
 
 		// pytorch/pytorch#1085 and #5736: the DataLoader's workers outlive the killed trainer
 		// and keep /dev/nvidia0 ("lsof /dev/nvidia0 ... kill that process"); nvidia-smi still

@@ -37,10 +37,7 @@ import (
 // pendingClass lists the situations the code gets wrong today, each with the branch that
 // owns the fix: a failure of one of these skips with the failure's text instead of failing.
 // Remove an entry once its branch is merged.
-var pendingClass = map[string]string{
-	// Ranks of a dead torchrun agent: by argv alone a rank is any user's script (issue 16 §1).
-	"ranks of a killed torchrun agent": "tree2",
-}
+var pendingClass = map[string]string{}
 
 // situation is one staged host.
 type situation struct {

@@ -93,7 +93,7 @@ func start(parent scenario.Actor, c scenario.Actor) {
 	if err != nil {
 		fail("%s: %v", c.Name, err)
 	}
-	cmd := &exec.Cmd{Path: filepath.Join(parent.BinDir, c.Program()), Args: c.Argv, Env: append(os.Environ(), scenario.ActorEnv+"="+string(spec)), Dir: c.Dir}
+	cmd := &exec.Cmd{Path: filepath.Join(parent.BinDir, c.Program()), Args: c.Argv, Env: append(append(os.Environ(), c.Env...), scenario.ActorEnv+"="+string(spec)), Dir: c.Dir}
 	if c.Dir == "" {
 		cmd.Dir = "/"
 	}
