@@ -58,9 +58,22 @@ func namespaceInit(p *parse.Process) bool {
 	return len(p.NSPIDs) > 1 && p.NSPIDs[len(p.NSPIDs)-1] == 1
 }
 
+// mayLaunchWorkers reports whether p could itself have started a launcher's child: a Python
+// interpreter (a console script such as vllm or ray runs as python3 SCRIPT), a process titled
+// as one (VLLM::EngineCore), or a known engine's program. Such a process as PID 1 (vllm/
+// vllm-openai's entrypoint run without --init is the container's PID 1) is the workers' own
+// launcher as likely as an init that took them in: its children prove no death.
+func mayLaunchWorkers(p *parse.Process) bool {
+	if len(p.Argv) == 0 {
+		return isPython(p.Comm) || engineOf(p.Comm) != ""
+	}
+	_, engine := programOf(p.Argv, p.Comm)
+	return isPython(path.Base(p.Argv[0])) || childKind(p.Argv) != "" || engine != ""
+}
+
 // adoptedBy is the process p was re-parented to, when its parent is not a launcher but one
-// that adopts orphans (adopters, PID 1, or the init of a PID namespace), and that parent's
-// name ("" for an undescribed PID 1).
+// that adopts orphans (adopters, PID 1, or the init of a PID namespace that could not have
+// launched p itself: mayLaunchWorkers), and that parent's name ("" for an undescribed PID 1).
 func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
 	if p == nil || p.PPID == nil {
 		return 0, "", false
@@ -68,12 +81,15 @@ func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
 	pp := *p.PPID
 	parent := h.procByPID[pp]
 	if pp == 1 {
-		if parent != nil {
-			name = parent.Comm
+		if parent == nil {
+			return 1, "", true
 		}
-		return 1, name, true
+		if mayLaunchWorkers(parent) {
+			return 0, "", false // the probe's own namespace's PID 1 is a launcher (it ran in its container)
+		}
+		return 1, parent.Comm, true
 	}
-	if parent == nil || parent.Gone || !(slices.Contains(adopters, parent.Comm) || namespaceInit(parent)) {
+	if parent == nil || parent.Gone || !(slices.Contains(adopters, parent.Comm) || namespaceInit(parent) && !mayLaunchWorkers(parent)) {
 		return 0, "", false
 	}
 	if parent.StartTime == nil || p.StartTime == nil || parent.StartTime.After(*p.StartTime) {

@@ -86,6 +86,15 @@ func TestOrphanedWorkers(t *testing.T) {
 		{"a worker under a live vllm serve", treeHost([]int{30, 31},
 			proc(20, 700, "S", 1000, "alice", time.Hour, serveArgv...), bash,
 			titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1")), 30, false, 0},
+		{"workers of a vllm serve that is its container's PID 1: its own, not adopted", treeHost([]int{30, 31},
+			func() parse.Process {
+				p := proc(20, 1, "S", 1000, "alice", time.Hour, serveArgv...)
+				p.NSPIDs = []int{20, 1}
+				return p
+			}(),
+			titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1")), 30, false, 0},
+		{"workers of a vllm serve that is the probe's own PID 1 (the probe ran in its container)", treeHost([]int{30},
+			proc(1, 0, "S", 1000, "alice", time.Hour, serveArgv...), titled(30, 1, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
 		{"a nohup'd vllm serve alone stays weak", treeHost([]int{20}, proc(20, 1, "S", 1000, "alice", 5*time.Hour, serveArgv...)), 20, false, 0},
 	}
 	for _, c := range cases {
