@@ -21,6 +21,9 @@ const (
 	rayU  = 1002
 )
 
+// ctrID is a container's ID, as Docker names its scope.
+const ctrID = "4f2c9d81e6a7b3c5d0e9f8a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f"
+
 var libUsers = []string{
 	"alice:x:1000:1000:Alice:/home/alice:/bin/bash",
 	"bob:x:1001:1001:Bob:/home/bob:/bin/bash",
@@ -479,5 +482,139 @@ func library() []situation {
 					Devices: upto(8), GPUMiB: on(3, 20_000), Shm: deletedWeights("/dev/shm/Mistral-7B")}}})},
 			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
 			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}, mayName: []string{"launcher", "svc-tracker"}}},
+		// --- A fresh pair of eyes (the attack pass): everyday hosts and a tenant's tricks. ---
+
+		// vllm-project/vllm's Docker deployment (docs "Using Docker"; vllm/vllm-openai's
+		// ENTRYPOINT is python3 -m vllm.entrypoints.openai.api_server): run without --init,
+		// the API server is PID 1 of the container's PID namespace, and it launched the engine
+		// core (VLLM::EngineCore) that launched the TP workers. Its children are its own, not
+		// orphans it adopted: nothing is wrong.
+		{name: "vLLM TP-2 in a container: the API server is the namespace's PID 1", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "api", PIDNS: true, Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server",
+				"--model", "Qwen/Qwen2.5-32B-Instruct", "--tensor-parallel-size", "2"},
+				Cgroup: "system.slice/docker-" + ctrID + ".scope",
+				Children: []actor{{Name: "engine", Argv: []string{"VLLM::EngineCore"}, Exe: "python3", Comm: "VLLM::EngineCore",
+					Children: []actor{
+						{Name: "tp0", Argv: []string{"VLLM::Worker_TP0"}, Exe: "python3", Comm: "VLLM::Worker_TP0", Devices: upto(2), GPUMiB: on(0, 70_112)},
+						{Name: "tp1", Argv: []string{"VLLM::Worker_TP1"}, Exe: "python3", Comm: "VLLM::Worker_TP1", Devices: upto(2), GPUMiB: on(1, 70_112)}}}}}},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// The same deployment with a script as the container's command (docker run IMAGE bash
+		// -c "python3 serve.py ..."; sgl-project/sglang#15165's lingering children): the
+		// launcher died, its workers were re-parented to bash, PID 1 of the namespace, which
+		// launches no multiprocessing worker itself. They are the leftovers.
+		{name: "bash as a container's PID 1 adopts the workers of a dead launcher", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "bash", PIDNS: true, Argv: []string{"bash", "-c", "python3 serve.py --tp 2; sleep infinity"},
+				Cgroup: "system.slice/docker-" + ctrID + ".scope",
+				Children: []actor{{Name: "launcher", Exit: true, Argv: []string{"python3", "serve.py", "--tp", "2"},
+					Children: []actor{spawnWorker("w0", 0, 60_000, upto(2)), spawnWorker("w1", 1, 60_000, upto(2))}}}}},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"w0", "w1"}, mayName: []string{"launcher"}, notKilled: []string{"bash"}}},
+
+		// wookayin/gpustat#18 and jupyter/help#221 (a desktop's Xorg and gnome-shell on the
+		// compute GPU) with the staged suite's nohup'd server: GDM runs Xorg as the logged-in
+		// user, restarted at each login; the user's server, nohup'd weeks ago, is no older
+		// "than the host's other GPU work" because a display started since.
+		{name: "a user's nohup'd server beside the desktop of a fresh login", gpus: []int64{49140}, users: libUsers,
+			procs: []actor{
+				as(alice, actor{Name: "userXorg", Argv: xorg.Argv, Exe: "Xorg", Cgroup: "user.slice/user-1000.slice/session-2.scope",
+					Age: 26 * time.Hour, Devices: []int{0}, Type: "G", GPUMiB: on(0, 421)})[0],
+				func() actor { g := gnomeShell; g.Age = 26 * time.Hour; return g }(),
+				as(alice, actor{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+					Cgroup: "user.slice/user-1000.slice/session-1.scope", Age: 20 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 40_000)})[0]},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// A tenant names a leftover of their own Xorg (exec -a Xorg) to hide it beside a real
+		// desktop and another user's job: it may hide itself (the name protects it), but
+		// nothing else may be blamed for its 40 GB.
+		{name: "a tenant's leftover titled Xorg blames no one else", gpus: []int64{49140, 49140}, users: libUsers,
+			procs: []actor{xorg, gnomeShell,
+				shell("bash", alice, 3, actor{Name: "train", Argv: []string{"python3", "train.py"}, Devices: upto(2), GPUMiB: on(1, 20_000)}),
+				shell("bash", bob, 4, actor{Name: "launcher", Exit: true, Argv: []string{"python3", "launch.py"},
+					Children: []actor{{Name: "fakeX", Argv: []string{"Xorg", ":7"}, Exe: "Xorg", Devices: upto(2), GPUMiB: on(0, 40_000)}}})},
+			want: verdict{mayName: []string{"fakeX", "launcher"}}},
+
+		// The same trick with the MPS server's name, beside a real MPS with a live client
+		// (NVIDIA/k8s-device-plugin#720's setup).
+		{name: "a tenant's leftover titled nvidia-cuda-mps-server blames no one else", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "mps-control", Argv: []string{"nvidia-cuda-mps-control", "-d"}, Cgroup: "system.slice/nvidia-mps.service",
+				Children: []actor{as(alice, actor{Name: "mps-server", Argv: []string{"nvidia-cuda-mps-server"}, Devices: []int{0}, GPUMiB: on(0, 310)})[0]}},
+				shell("bash", alice, 21, actor{Name: "client", Argv: []string{"python3", "infer.py"}, Devices: []int{0}, Type: "M+C", GPUMiB: on(0, 9_000)}),
+				shell("bash", bob, 22, actor{Name: "launcher", Exit: true, Argv: []string{"python3", "launch.py"},
+					Children: []actor{{Name: "fakeMPS", Argv: []string{"nvidia-cuda-mps-server"}, Devices: upto(2), GPUMiB: on(1, 40_000)}}})},
+			units: []libUnit{{name: "nvidia-mps.service", state: "active", main: "mps-control"}},
+			want:  verdict{mayName: []string{"fakeMPS", "launcher"}}},
+
+		// A tenant's process titled VLLM::Worker_TP0 (setproctitle) run by the tenant's own
+		// user manager (systemd-run --user): read as an orphaned vLLM worker, it is the
+		// tenant's own; the user manager, and the other user's service, are innocent.
+		{name: "a process titled VLLM::Worker_TP0 under its owner's systemd --user", gpus: h100s(2), users: libUsers,
+			procs: []actor{vllmService("svc", 1, 40_000, 2),
+				as(bob, actor{Name: "manager", Argv: []string{"/lib/systemd/systemd", "--user"}, Exe: "systemd",
+					Cgroup: "user.slice/user-1001.slice/user@1001.service/init.scope",
+					// In the manager's own cgroup: the box cannot hand bob a cgroup of his own to move to.
+					Children: []actor{{Name: "titled", Argv: []string{"VLLM::Worker_TP0"}, Exe: "python3", Comm: "VLLM::Worker_TP0",
+						Devices: upto(2), GPUMiB: on(0, 40_000)}}})[0]},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{mayName: []string{"titled"}, notKilled: []string{"manager"}}},
+
+		// NVIDIA's MPS documentation: the server stays while the control daemon runs; here
+		// no client is left. The daemon and its unit are never to stop for the server's
+		// memory (the server may be named).
+		{name: "MPS server with no live clients", gpus: h100s(1), users: libUsers,
+			procs: []actor{{Name: "mps-control", Argv: []string{"nvidia-cuda-mps-control", "-d"}, Cgroup: "system.slice/nvidia-mps.service",
+				Children: []actor{as(alice, actor{Name: "mps-server", Argv: []string{"nvidia-cuda-mps-server"}, Devices: []int{0}, GPUMiB: on(0, 310)})[0]}}},
+			units: []libUnit{{name: "nvidia-mps.service", state: "active", main: "mps-control"}},
+			want:  verdict{mayName: []string{"mps-server"}}},
+
+		// pytorch/pytorch#76287's command lines on a shared host: alice's torchrun, nohup'd
+		// three days ago, and bob's with the very same argv started since on other GPUs. No
+		// generation spans users or GPUs.
+		{name: "two users' torchrun jobs with identical argv", gpus: h100s(4), users: libUsers,
+			procs: []actor{
+				as(alice, func() actor {
+					a := torchrun("ajob", 2, 40_000, "train.py", "--config", "llama.yaml")
+					a.Cgroup, a.Age = "user.slice/user-1000.slice/session-40.scope", 72*time.Hour
+					for i := range a.Children {
+						a.Children[i].Age = 72 * time.Hour
+					}
+					return a
+				}())[0],
+				shell("bash", bob, 41, actor{Name: "bjob", Argv: []string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", "2", "train.py", "--config", "llama.yaml"},
+					Exe: "torchrun", Children: []actor{
+						rank("bjob-rank0", 2, 40_000, 4, "train.py", "--config", "llama.yaml"),
+						rank("bjob-rank1", 3, 40_000, 4, "train.py", "--config", "llama.yaml")}})},
+			want: verdict{healthy: true}},
+
+		// A pre-forking server (gunicorn's model, and vLLM's forked frontend processes) nohup'd
+		// days ago: its forked child holds memory of its own on the same GPU with the very same
+		// command line. It is the server's work, not its next generation.
+		{name: "a forked child of a live nohup'd server holds memory itself", gpus: h100s(1), users: libUsers,
+			procs: []actor{as(alice, actor{Name: "srv", Argv: []string{"python3", "serve.py", "--port", "9000"}, Cgroup: "user.slice/user-1000.slice/session-42.scope",
+				Age: 5 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 20_000),
+				Children: []actor{{Name: "child", Argv: []string{"python3", "serve.py", "--port", "9000"}, Devices: []int{0}, GPUMiB: on(0, 2_000)}}})[0]},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// jupyter/notebook#2201 on a server: the jupyter server was nohup'd and its user logged
+		// out; the kernel, a live server's, has sat idle for days beside another user's fresh
+		// job on the same GPU. It is idle, never abandoned.
+		{name: "idle kernel of a nohup'd jupyter beside another user's fresh job", gpus: h100s(1), users: libUsers,
+			procs: []actor{as(alice, actor{Name: "jupyter", Argv: []string{"/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser", "--port", "8888"},
+				Exe: "jupyter-lab", Age: 10 * 24 * time.Hour, Cgroup: "user.slice/user-1000.slice/session-43.scope",
+				Children: []actor{{Name: "kernel", Argv: []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
+					"/home/alice/.local/share/jupyter/runtime/kernel-6628f1d1-8d60-4917-8726-51201bc21ff6.json"},
+					Age: 9 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 12_288)}}})[0],
+				shell("bash", bob, 44, actor{Name: "bjob", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 30_000)})},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// pytorch/pytorch#19529 (each DataLoader worker that touches CUDA makes a context of
+		// its own): a live trainer listed on GPU 0 and its forked workers listed with a few
+		// hundred MiB each. Nothing is wrong.
+		{name: "live trainer's DataLoader workers with contexts of their own", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 45, actor{Name: "trainer", Argv: []string{"python3", "train.py", "--epochs", "90"},
+				Devices: []int{0}, GPUMiB: on(0, 30_500), Age: 30 * time.Hour,
+				Children: []actor{
+					{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}, GPUMiB: on(0, 420)},
+					{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}, GPUMiB: on(0, 420)}}})},
+			want: verdict{healthy: true}},
 	}
 }
