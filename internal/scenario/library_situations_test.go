@@ -616,5 +616,71 @@ func library() []situation {
 					{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}, GPUMiB: on(0, 420)},
 					{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}, GPUMiB: on(0, 420)}}})},
 			want: verdict{healthy: true}},
+
+		// pytorch/pytorch#1085 on a shared GPU: alice's trainer was OOM-killed and its
+		// DataLoader workers keep its memory, while bob trains on the same GPU (his workers hold
+		// /dev/nvidia0 too, as every DataLoader worker does) and watches it in nvtop, which holds
+		// every device as NVML does. Only alice's workers are to stop; bob's are no suspects.
+		{name: "dead trainer's workers beside another user's live trainer and nvtop", gpus: h100s(1), users: libUsers,
+			procs: []actor{
+				shell("bash", alice, 50, actor{Name: "trainer", Exit: true, Argv: []string{"python3", "train.py", "--epochs", "90"},
+					Devices: []int{0}, GPUMiB: on(0, 30_500),
+					Children: []actor{
+						{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}},
+						{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}}}}),
+				shell("bash", bob, 51,
+					actor{Name: "btrain", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 20_000),
+						Children: []actor{
+							{Name: "bdl0", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}},
+							{Name: "bdl1", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}}}},
+					actor{Name: "nvtop", Argv: []string{"nvtop"}, Devices: []int{0}})},
+			want: verdict{code: diagnose.CodeDeadPIDMemory, culprits: []string{"dl0", "dl1"}, gpus: []int{0}, mayName: []string{"trainer"}}},
+
+		// The same host a moment later (pytorch/pytorch#1085's "the memory stays listed"): no
+		// survivor of alice's trainer holds the device, the driver has yet to free its memory;
+		// bob's live trainer's DataLoader workers and his nvtop hold the device. None of them
+		// is a suspect for alice's memory.
+		{name: "memory of a gone PID with only another user's live work on the device", gpus: h100s(1), users: libUsers,
+			procs: []actor{
+				shell("bash", alice, 52, actor{Name: "trainer", Exit: true, Argv: []string{"python3", "train.py", "--epochs", "90"},
+					Devices: []int{0}, GPUMiB: on(0, 30_500)}),
+				shell("bash", bob, 53,
+					actor{Name: "btrain", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 20_000),
+						Children: []actor{
+							{Name: "bdl0", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}},
+							{Name: "bdl1", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}}}},
+					actor{Name: "nvtop", Argv: []string{"nvtop"}, Devices: []int{0}})},
+			want: verdict{code: diagnose.CodeDeadPIDMemory, gpus: []int{0}, mayName: []string{"trainer"}}},
+
+		// A cloud GPU VM where everyone is root (Lambda, RunPod and vast.ai images log in as
+		// root): root nohup'd a vLLM server three weeks ago; a container (vllm/vllm-openai, run
+		// as root) was started on the other GPU two hours ago. A container's start says nothing
+		// of the hand-started server's age: nothing is wrong.
+		{name: "root's nohup'd server beside a fresh container on a cloud VM", gpus: h100s(2), users: libUsers,
+			procs: []actor{
+				{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+					Cgroup: "user.slice/user-0.slice/session-1.scope", Age: 21 * 24 * time.Hour, Devices: upto(2), GPUMiB: on(0, 70_000)},
+				{Name: "ctr", PIDNS: true, Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B"},
+					Cgroup: "system.slice/docker-" + ctrID + ".scope", Age: 2 * time.Hour, Devices: upto(2), GPUMiB: on(1, 70_000)}},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// The same VM with the second server a system service (ollama's installer runs
+		// ollama.service as a system user) restarted an hour ago.
+		{name: "root's nohup'd server beside a freshly restarted system service", gpus: h100s(2), users: append(libUsers, "ollama:x:998:998::/usr/share/ollama:/bin/false"),
+			procs: []actor{
+				{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+					Cgroup: "user.slice/user-0.slice/session-1.scope", Age: 21 * 24 * time.Hour, Devices: upto(2), GPUMiB: on(0, 70_000)},
+				as(998, actor{Name: "ollama", Argv: []string{"/usr/local/bin/ollama", "serve"}, Cgroup: "system.slice/ollama.service",
+					Age: time.Hour, Devices: upto(2), GPUMiB: on(1, 30_000)})[0]},
+			units: []libUnit{{name: "ollama.service", state: "active", main: "ollama"}},
+			want:  verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// A launcher whose main thread ended while its other threads run (a zombie leader,
+		// apache/mxnet#4242's state) with its worker on the GPU: the launcher lives, so its
+		// worker is no orphan.
+		{name: "worker of a zombie-leader launcher", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", bob, 54, actor{Name: "launcher", ExitLeader: true, Argv: []string{"python3", "launch.py"},
+				Children: []actor{spawnWorker("w", 0, 30_000, []int{0})}})},
+			want: verdict{mayName: []string{"launcher"}}},
 	}
 }

@@ -40,6 +40,11 @@ import (
 var pendingClass = map[string]string{
 	// Ranks of a dead torchrun agent: by argv alone a rank is any user's script (issue 16 §1).
 	"ranks of a killed torchrun agent": "tree2",
+	// root's hand-started server is judged against the system's services and containers
+	// (muchOlder): the seed's "orphaned and much older than the other work" (diagnose_test.go)
+	// wants exactly that, so changing it is the lead's call, not the attack branch's.
+	"root's nohup'd server beside a fresh container on a cloud VM":    "lead: muchOlder's system yardstick for root",
+	"root's nohup'd server beside a freshly restarted system service": "lead: muchOlder's system yardstick for root",
 }
 
 // situation is one staged host.
@@ -101,6 +106,9 @@ func TestLibrary(t *testing.T) {
 		t.Run(sit.name, func(t *testing.T) {
 			t.Parallel()
 			problems, debug := sit.stage(t, actor)
+			if os.Getenv("GT_SHOW") != "" {
+				t.Log(debug)
+			}
 			owner, pending := pendingClass[sit.name]
 			switch {
 			case len(problems) > 0 && pending:
