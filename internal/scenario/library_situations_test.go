@@ -123,6 +123,17 @@ func removedWeightsDir(dir string) []scenario.ShmFile {
 	}
 }
 
+// bobTrainingWatched is bob's live trainer on GPU 0 with its DataLoader workers (holding the
+// device, as every worker does), and nvtop watching it, in his session.
+func bobTrainingWatched(session int) actor {
+	return shell("bash", bob, session,
+		actor{Name: "btrain", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 20_000),
+			Children: []actor{
+				{Name: "bdl0", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}},
+				{Name: "bdl1", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}}}},
+		actor{Name: "nvtop", Argv: []string{"nvtop"}, Devices: []int{0}})
+}
+
 func vllmService(name string, gpu int, mib int64, devices int) actor {
 	return actor{Name: name, Argv: []string{"/usr/bin/python3", "-m", "vllm.entrypoints.openai.api_server",
 		"--model", "meta-llama/Llama-3.1-8B-Instruct", "--port", "8000"}, Cgroup: "system.slice/vllm.service",
@@ -628,12 +639,7 @@ func library() []situation {
 					Children: []actor{
 						{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}},
 						{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}}}}),
-				shell("bash", bob, 51,
-					actor{Name: "btrain", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 20_000),
-						Children: []actor{
-							{Name: "bdl0", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}},
-							{Name: "bdl1", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}}}},
-					actor{Name: "nvtop", Argv: []string{"nvtop"}, Devices: []int{0}})},
+				bobTrainingWatched(51)},
 			want: verdict{code: diagnose.CodeDeadPIDMemory, culprits: []string{"dl0", "dl1"}, gpus: []int{0}, mayName: []string{"trainer"}}},
 
 		// The same host a moment later (pytorch/pytorch#1085's "the memory stays listed"): no
@@ -644,12 +650,7 @@ func library() []situation {
 			procs: []actor{
 				shell("bash", alice, 52, actor{Name: "trainer", Exit: true, Argv: []string{"python3", "train.py", "--epochs", "90"},
 					Devices: []int{0}, GPUMiB: on(0, 30_500)}),
-				shell("bash", bob, 53,
-					actor{Name: "btrain", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 20_000),
-						Children: []actor{
-							{Name: "bdl0", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}},
-							{Name: "bdl1", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}}}},
-					actor{Name: "nvtop", Argv: []string{"nvtop"}, Devices: []int{0}})},
+				bobTrainingWatched(53)},
 			want: verdict{code: diagnose.CodeDeadPIDMemory, gpus: []int{0}, mayName: []string{"trainer"}}},
 
 		// A cloud GPU VM where everyone is root (Lambda, RunPod and vast.ai images log in as
