@@ -683,5 +683,18 @@ func library() []situation {
 			procs: []actor{shell("bash", bob, 54, actor{Name: "launcher", ExitLeader: true, Argv: []string{"python3", "launch.py"},
 				Children: []actor{spawnWorker("w", 0, 30_000, []int{0})}})},
 			want: verdict{mayName: []string{"launcher"}}},
+
+		// DLR-RM/stable-baselines3's SubprocVecEnv (multiprocessing workers, forkserver or
+		// spawn) with MuJoCo rendering through EGL (MUJOCO_GL=egl) and torch on CUDA: nvidia-smi
+		// types each worker C+G. The trainer was killed; its workers, orphaned, keep their
+		// compute contexts. A graphics context beside a compute one makes no desktop: they are
+		// the leftovers, and the workstation's Xorg is not blamed.
+		{name: "EGL-rendering workers (C+G) of a killed RL trainer beside the desktop", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{xorg, shell("bash", alice, 55, actor{Name: "trainer", Exit: true,
+				Argv: []string{"python3", "train_ppo.py", "--env", "Humanoid-v4", "--n-envs", "2"}, Devices: []int{0},
+				Children: []actor{
+					func() actor { w := spawnWorker("env0", 0, 1_210, []int{0}); w.Type = "C+G"; return w }(),
+					func() actor { w := spawnWorker("env1", 0, 1_210, []int{0}); w.Type = "C+G"; return w }()}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"env0", "env1"}, mayName: []string{"trainer"}}},
 	}
 }
