@@ -696,5 +696,18 @@ func library() []situation {
 					func() actor { w := spawnWorker("env0", 0, 1_210, []int{0}); w.Type = "C+G"; return w }(),
 					func() actor { w := spawnWorker("env1", 0, 1_210, []int{0}); w.Type = "C+G"; return w }()}})},
 			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"env0", "env1"}, mayName: []string{"trainer"}}},
+
+		// A researcher's everyday week (pytorch/pytorch#147064's nohup'd runs): alice nohup'd a
+		// three-day training on GPU 0 and logged out; today she started a short experiment on
+		// GPU 1 from a live shell. Debatable, and so pending: muchOlder calls the training "much
+		// older than its user's other work" and, orphaned, abandoned (the seed's "orphaned and
+		// much older than its own user's other work" wants exactly that), yet nothing but its
+		// age and nohup speaks against it, and both are how long runs are started by hand.
+		{name: "a researcher's nohup'd training beside her fresh experiment", gpus: h100s(2), users: libUsers,
+			procs: []actor{
+				as(alice, actor{Name: "train", Argv: []string{"python3", "train.py", "--config", "llama-8b.yaml"}, Cgroup: "user.slice/user-1000.slice/session-60.scope",
+					Age: 3 * 24 * time.Hour, Devices: upto(2), GPUMiB: on(0, 70_000)})[0],
+				shell("bash", alice, 61, actor{Name: "exp", Argv: []string{"python3", "probe_lr.py"}, Devices: upto(2), GPUMiB: on(1, 20_000)})},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
 	}
 }

@@ -45,6 +45,7 @@ var pendingClass = map[string]string{
 	// wants exactly that, so changing it is the lead's call, not the attack branch's.
 	"root's nohup'd server beside a fresh container on a cloud VM":    "lead: muchOlder's system yardstick for root",
 	"root's nohup'd server beside a freshly restarted system service": "lead: muchOlder's system yardstick for root",
+	"a researcher's nohup'd training beside her fresh experiment":     "lead: muchOlder's own-user yardstick (the seed's design)",
 }
 
 // situation is one staged host.
