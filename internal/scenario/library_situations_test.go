@@ -521,6 +521,21 @@ func library() []situation {
 					Children: []actor{spawnWorker("w0", 0, 60_000, upto(2)), spawnWorker("w1", 1, 60_000, upto(2))}}}}},
 			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"w0", "w1"}, mayName: []string{"launcher"}, notKilled: []string{"bash"}}},
 
+		// Supervisor's docs ("Running supervisord" in a container, nodaemon=true) with vLLM as
+		// one of its programs: the API server crashed (vllm-project/vllm#16259) and its engine
+		// core and TP workers were re-parented to supervisord, PID 1 of the container. A Python
+		// init that launches no vLLM engine core adopted them: they are the leftovers.
+		{name: "vLLM's orphans under supervisord, its container's PID 1", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "supervisord", PIDNS: true, Argv: []string{"/usr/bin/python3", "/usr/bin/supervisord", "-n", "-c", "/etc/supervisor/supervisord.conf"},
+				Exe: "supervisord", Cgroup: "system.slice/docker-" + ctrID + ".scope",
+				Children: []actor{{Name: "api", Exit: true, Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server",
+					"--model", "Qwen/Qwen2.5-32B-Instruct", "--tensor-parallel-size", "2"},
+					Children: []actor{{Name: "engine", Argv: []string{"VLLM::EngineCore"}, Exe: "python3", Comm: "VLLM::EngineCore",
+						Children: []actor{
+							{Name: "tp0", Argv: []string{"VLLM::Worker_TP0"}, Exe: "python3", Comm: "VLLM::Worker_TP0", Devices: upto(2), GPUMiB: on(0, 70_112)},
+							{Name: "tp1", Argv: []string{"VLLM::Worker_TP1"}, Exe: "python3", Comm: "VLLM::Worker_TP1", Devices: upto(2), GPUMiB: on(1, 70_112)}}}}}}}},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"tp0", "tp1"}, mayName: []string{"engine", "api"}, notKilled: []string{"supervisord"}}},
+
 		// wookayin/gpustat#18 and jupyter/help#221 (a desktop's Xorg and gnome-shell on the
 		// compute GPU) with the staged suite's nohup'd server: GDM runs Xorg as the logged-in
 		// user, restarted at each login; the user's server, nohup'd weeks ago, is no older
