@@ -521,6 +521,17 @@ func library() []situation {
 					Children: []actor{spawnWorker("w0", 0, 60_000, upto(2)), spawnWorker("w1", 1, 60_000, upto(2))}}}}},
 			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"w0", "w1"}, mayName: []string{"launcher"}, notKilled: []string{"bash"}}},
 
+		// pytorch/pytorch#4293's sweep script that never waits for its children, one level up:
+		// the launcher it started exited and stays a zombie (its parent never reaps it); the
+		// launcher's worker was re-parented at once to the box's init and keeps the GPU. The
+		// worker is the leftover; the sweep, alive, is not to be killed, and the zombie
+		// launcher holds nothing.
+		{name: "a worker whose launcher is a zombie of a sweep that never reaps", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 62, actor{Name: "sweep", NoReap: true, Argv: []string{"python3", "sweep.py", "--trials", "64"},
+				Children: []actor{{Name: "launcher", Exit: true, Argv: []string{"python3", "trial.py", "--lr", "3e-4"},
+					Children: []actor{spawnWorker("w", 0, 22_000, []int{0})}}}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"w"}, mayName: []string{"launcher"}}},
+
 		// Supervisor's docs ("Running supervisord" in a container, nodaemon=true) with vLLM as
 		// one of its programs: the API server crashed (vllm-project/vllm#16259) and its engine
 		// core and TP workers were re-parented to supervisord, PID 1 of the container. A Python
