@@ -144,7 +144,8 @@ type GPUProcess struct {
 	DeviceGPUs []int
 	// Listed is true when nvidia-smi listed it as a compute app.
 	Listed bool
-	// Graphics is set when nvidia-smi's full listing types it graphics work (G, C+G);
+	// Graphics is set when nvidia-smi's full listing types it graphics work alone (G; C+G
+	// holds a compute context too, and is judged as compute work);
 	// MPSClient when it types it an MPS client (M+C).
 	Graphics, MPSClient bool
 	Unit                string

@@ -3,6 +3,8 @@ package diagnose
 import (
 	"slices"
 	"strconv"
+
+	"github.com/gputriage/gputriage/parse"
 )
 
 // CodeDeadPIDMemory: nvidia-smi charges GPU memory to a PID that no longer exists. When a
@@ -91,8 +93,9 @@ func (h *host) deadPIDFinding(dead *GPUProcess) Finding {
 
 // deviceKeepers are the live processes holding a device of gpus open that nvidia-smi does not
 // list with memory of their own (those it lists are accounted for), and that are never
-// culprits otherwise (driver helpers, a desktop, a serving MPS daemon): tied are those whose
-// process group or session is the dead PID's, others the rest.
+// culprits otherwise (driver helpers and GPU monitors, a desktop, a serving MPS daemon): tied
+// are those whose process group or session is the dead PID's, others the rest but the work
+// of a live listed process (workOfLiveHolder).
 func (h *host) deviceKeepers(dead int, gpus []int) (tied, others []Reason) {
 	ix := h.keeperIndex()
 	seen := map[int]bool{}
@@ -162,12 +165,27 @@ func (h *host) keeperIndex() *keepers {
 		if p.SID != nil && (p.PGID == nil || *p.SID != *p.PGID) {
 			ix.bySession[*p.SID] = append(ix.bySession[*p.SID], gp)
 		}
+		if h.workOfLiveHolder(p) {
+			continue // no suspect: tied, it is still named above
+		}
 		for _, g := range gp.DeviceGPUs {
 			ix.byGPU[g] = append(ix.byGPU[g], gp)
 		}
 	}
 	h.keepers = ix
 	return ix
+}
+
+// workOfLiveHolder reports whether p runs below a live process nvidia-smi lists with memory
+// of its own (a DataLoader worker of another user's live trainer): the device it holds is
+// that job's, and it is no suspect for a gone PID's memory.
+func (h *host) workOfLiveHolder(p *parse.Process) bool {
+	for cur, steps := h.parentOf(p), 0; cur != nil && steps < maxAncestry; cur, steps = h.parentOf(cur), steps+1 {
+		if gp := h.gpByPID[cur.PID]; gp != nil && !cur.Gone && gp.memMiB() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // deadInspect are the actions when nothing tied to the dead PID holds its GPUs: look at who

@@ -88,7 +88,10 @@ func (h *host) joinSMIProcs() {
 			continue // the probe saw the process, as root, and it holds no device of that GPU
 		}
 		gp = h.gpuProcess(sp.PID)
-		gp.Graphics = gp.Graphics || sp.Graphics()
+		// Graphics work alone (G): C+G holds a compute context too (a CUDA app that also
+		// renders, EGL in a simulator's workers) and is judged as any compute process; a
+		// desktop typed C+G (kwin_wayland on some drivers) is still one by its name.
+		gp.Graphics = gp.Graphics || sp.Graphics() && !strings.Contains("+"+sp.Type+"+", "+C+")
 		gp.MPSClient = gp.MPSClient || sp.MPSClient()
 		h.smiListed[idx] = true
 		if _, compute := gp.GPUMemoryMiB[idx]; compute || slices.Contains(gp.GPUs, idx) {
@@ -105,9 +108,9 @@ func (h *host) joinSMIProcs() {
 }
 
 // protected reports whether gp is never a culprit, whatever else is judged of it: a display
-// server, compositor, desktop shell or display manager (by name), graphics work (typed G by
-// nvidia-smi), or an MPS daemon while it serves live clients. None of them is ever put in a
-// fix: stopping them ends a user's desktop or every MPS client's work.
+// server, compositor, desktop shell or display manager (by name), graphics work alone (typed
+// G by nvidia-smi, not C+G), or an MPS daemon while it serves live clients. None of them is
+// ever put in a fix: stopping them ends a user's desktop or every MPS client's work.
 func (h *host) protected(gp *GPUProcess) bool {
 	if gp == nil {
 		return false

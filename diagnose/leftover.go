@@ -255,7 +255,8 @@ func (h *host) cleanedUpReasons(v *leftoverVerdict, gp *GPUProcess, p *parse.Pro
 // is no yardstick: anyone can start a GPU process at any time, and that must not make a
 // healthy long-running server look abandoned. Nor is a system service for a person's own
 // server: any user of a service's API may crash it, systemd restarts it, and its new age says
-// nothing of the other server.
+// nothing of the other server. Nor is graphics work or a serving MPS daemon (protected): a
+// desktop's Xorg, run as its user, starts anew at each login.
 func (h *host) muchOlder(gp *GPUProcess) (age, than time.Duration, ok bool) {
 	if gp.Elapsed == nil {
 		return 0, 0, false
@@ -489,8 +490,8 @@ func (h *host) twoOldestJobs() map[string][]jobAge {
 	byJob := map[string]map[string]time.Duration{} // class -> job -> its oldest process
 	for i := range h.procs {
 		o := &h.procs[i]
-		if o.Elapsed == nil || o.memMiB() <= 0 {
-			continue
+		if o.Elapsed == nil || o.memMiB() <= 0 || h.protected(o) {
+			continue // a display restarts at each login, an MPS server with its clients: no yardstick
 		}
 		c := h.ageClass(o)
 		if byJob[c] == nil {

@@ -353,10 +353,12 @@ func (h *host) appsUnknown() bool {
 }
 
 // driverHelpers are daemons that keep /dev/nvidia* open on healthy hosts and hold little or
-// no GPU memory; comm is cut at 15 bytes by the kernel, so names are prefixes.
+// no GPU memory, and the monitors people leave running (NVML opens every device); comm is
+// cut at 15 bytes by the kernel, so names are prefixes.
 var driverHelpers = []string{
 	"nvidia-persiste", "nv-hostengine", "dcgm-exporter", "dcgmi", "nvidia-smi",
 	"nv-fabricmanage", "nvidia-device-p", "nvidia_gpu_expo", "nvidia-dcgm", "gpu-feature-dis",
+	"nvtop", "nvitop", "gpustat",
 }
 
 // isDriverHelper reports whether pid is a driver helper: named as one, and holding no memory

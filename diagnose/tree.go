@@ -78,9 +78,27 @@ func namespaceInit(p *parse.Process) bool {
 	return len(p.NSPIDs) > 1 && p.NSPIDs[len(p.NSPIDs)-1] == 1
 }
 
+// mayLaunchWorkers reports whether p could itself have started child: for a worker of a
+// known engine (a vLLM, SGLang or Ray worker), a process of that engine (vllm/vllm-openai's
+// entrypoint run without --init is its container's PID 1, and launched its engine core);
+// for any other, a Python interpreter (a console script runs as python3 SCRIPT), a process
+// titled as a worker, or an engine's program. Such a process as PID 1 is the child's own
+// launcher as likely as an init that took it in, so its children prove no death; a
+// supervisord or a shell as PID 1 launches no vLLM engine core.
+func mayLaunchWorkers(p, child *parse.Process) bool {
+	_, engine := programOf(p.Argv, p.Comm)
+	if _, childEngine := programOf(child.Argv, child.Comm); childKind(child.Argv) != "" && childEngine != "" {
+		return engine == childEngine
+	}
+	if len(p.Argv) == 0 {
+		return isPython(p.Comm) || engine != ""
+	}
+	return isPython(path.Base(p.Argv[0])) || childKind(p.Argv) != "" || engine != ""
+}
+
 // adoptedBy is the process p was re-parented to, when its parent is not a launcher but one
-// that adopts orphans (adopters, PID 1, or the init of a PID namespace), and that parent's
-// name ("" for an undescribed PID 1).
+// that adopts orphans (adopters, PID 1, or the init of a PID namespace that could not have
+// launched p itself: mayLaunchWorkers), and that parent's name ("" for an undescribed PID 1).
 func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
 	if p == nil || p.PPID == nil {
 		return 0, "", false
@@ -88,12 +106,15 @@ func (h *host) adoptedBy(p *parse.Process) (pid int, name string, ok bool) {
 	pp := *p.PPID
 	parent := h.procByPID[pp]
 	if pp == 1 {
-		if parent != nil {
-			name = parent.Comm
+		if parent == nil {
+			return 1, "", true
 		}
-		return 1, name, true
+		if mayLaunchWorkers(parent, p) {
+			return 0, "", false // the probe's own namespace's PID 1 is a launcher (it ran in its container)
+		}
+		return 1, parent.Comm, true
 	}
-	if parent == nil || parent.Gone || !(slices.Contains(adopters, parent.Comm) || namespaceInit(parent)) {
+	if parent == nil || parent.Gone || !(slices.Contains(adopters, parent.Comm) || namespaceInit(parent) && !mayLaunchWorkers(parent, p)) {
 		return 0, "", false
 	}
 	if parent.StartTime == nil || p.StartTime == nil || parent.StartTime.After(*p.StartTime) {

@@ -102,6 +102,22 @@ func TestOrphanedWorkers(t *testing.T) {
 			p.Launch = &parse.LaunchEnv{LocalRank: ip(0)}
 			return p
 		}()), 30, false, 0},
+		{"workers of a vllm serve that is its container's PID 1: its own, not adopted", treeHost([]int{30, 31},
+			func() parse.Process {
+				p := proc(20, 1, "S", 1000, "alice", time.Hour, serveArgv...)
+				p.NSPIDs = []int{20, 1}
+				return p
+			}(),
+			titled(30, 20, 1000, time.Hour, "VLLM::Worker_TP0"), titled(31, 20, 1000, time.Hour, "VLLM::Worker_TP1")), 30, false, 0},
+		{"workers of a vllm serve that is the probe's own PID 1 (the probe ran in its container)", treeHost([]int{30},
+			proc(1, 0, "S", 1000, "alice", time.Hour, serveArgv...), titled(30, 1, 1000, time.Hour, "VLLM::Worker_TP0")), 30, false, 0},
+		{"an engine core re-parented to supervisord, its container's PID 1, when vllm serve died", treeHost([]int{30},
+			func() parse.Process {
+				p := proc(20, 1, "S", 1000, "alice", 10*time.Hour, "/usr/bin/python3", "/usr/bin/supervisord", "-n", "-c", "/etc/supervisor/supervisord.conf")
+				p.NSPIDs = []int{20, 1}
+				return p
+			}(),
+			titled(25, 20, 1000, time.Hour, "VLLM::EngineCore"), titled(30, 25, 1000, time.Hour, "VLLM::Worker_TP0")), 30, true, 25},
 		{"a nohup'd vllm serve alone stays weak", treeHost([]int{20}, proc(20, 1, "S", 1000, "alice", 5*time.Hour, serveArgv...)), 20, false, 0},
 	}
 	for _, c := range cases {

@@ -27,7 +27,7 @@ func (h *host) deadPIDWords(f *Finding, dead *GPUProcess, tied, others []Reason)
 		fmt.Fprintf(&ex, "nothing the probe saw ties a survivor to PID %d (no process in its process group or session holds the device). Other processes hold the device open and nvidia-smi lists no memory of theirs; one may keep it, or may just have opened every device as CUDA does. Look before stopping anything.", dead.PID)
 	default:
 		f.Title = fmt.Sprintf("%s on %s is charged to PID %d, which is gone", mem, on, dead.PID)
-		fmt.Fprintf(&ex, "no process the probe saw holds the device. The driver may still be tearing the context down; if PID %d stays listed, a process the probe could not see (another user's without root, another PID namespace) keeps it.", dead.PID)
+		fmt.Fprintf(&ex, "no process the probe saw holds the device but live GPU jobs nvidia-smi lists with memory of their own, their workers, and driver helpers or GPU monitors. The driver may still be tearing the context down; if PID %d stays listed, a process the probe could not see (another user's without root, another PID namespace) keeps it.", dead.PID)
 	}
 	f.Explanation = ex.String()
 	f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d: listed by nvidia-smi with %s on %s; /proc/%d did not exist right after the listing", dead.PID, mem, on, dead.PID))

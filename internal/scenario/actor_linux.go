@@ -47,6 +47,9 @@ type Actor struct {
 	// Job: it is started in a process group of its own, as an interactive shell's job
 	// control starts each command line (its children, forked, stay in that group).
 	Job bool `json:",omitempty"`
+	// PIDNS: it is started as PID 1 of a PID namespace of its own (a container's command,
+	// docker run without --init), reaping the orphans of its descendants as an init does.
+	PIDNS bool `json:",omitempty"`
 
 	// What nvidia-smi says of it (the fake's answers; the actor ignores these): MiB of GPU
 	// memory per GPU index, and the process type: "C" (compute, the default), "G" (graphics:

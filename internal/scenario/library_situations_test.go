@@ -22,6 +22,9 @@ const (
 	rayU  = 1002
 )
 
+// ctrID is a container's ID, as Docker names its scope.
+const ctrID = "4f2c9d81e6a7b3c5d0e9f8a1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f"
+
 var libUsers = []string{
 	"alice:x:1000:1000:Alice:/home/alice:/bin/bash",
 	"bob:x:1001:1001:Bob:/home/bob:/bin/bash",
@@ -135,6 +138,17 @@ func removedWeightsDir(dir string) []scenario.ShmFile {
 		{Path: dir + "/model-00001-of-00002.safetensors"},
 		{Path: dir + "/model-00002-of-00002.safetensors", DeleteDir: true},
 	}
+}
+
+// bobTrainingWatched is bob's live trainer on GPU 0 with its DataLoader workers (holding the
+// device, as every worker does), and nvtop watching it, in his session.
+func bobTrainingWatched(session int) actor {
+	return shell("bash", bob, session,
+		actor{Name: "btrain", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 20_000),
+			Children: []actor{
+				{Name: "bdl0", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}},
+				{Name: "bdl1", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}}}},
+		actor{Name: "nvtop", Argv: []string{"nvtop"}, Devices: []int{0}})
 }
 
 func vllmService(name string, gpu int, mib int64, devices int) actor {
@@ -524,5 +538,247 @@ func library() []situation {
 					Devices: upto(8), GPUMiB: on(3, 20_000), Shm: deletedWeights("/dev/shm/Mistral-7B")}}})},
 			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
 			want:  verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"left"}, mayName: []string{"launcher", "svc-tracker"}}},
+		// --- A fresh pair of eyes (the attack pass): everyday hosts and a tenant's tricks. ---
+
+		// vllm-project/vllm's Docker deployment (docs "Using Docker"; vllm/vllm-openai's
+		// ENTRYPOINT is python3 -m vllm.entrypoints.openai.api_server): run without --init,
+		// the API server is PID 1 of the container's PID namespace, and it launched the engine
+		// core (VLLM::EngineCore) that launched the TP workers. Its children are its own, not
+		// orphans it adopted: nothing is wrong.
+		{name: "vLLM TP-2 in a container: the API server is the namespace's PID 1", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "api", PIDNS: true, Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server",
+				"--model", "Qwen/Qwen2.5-32B-Instruct", "--tensor-parallel-size", "2"},
+				Cgroup: "system.slice/docker-" + ctrID + ".scope",
+				Children: []actor{{Name: "engine", Argv: []string{"VLLM::EngineCore"}, Exe: "python3", Comm: "VLLM::EngineCore",
+					Children: []actor{
+						{Name: "tp0", Argv: []string{"VLLM::Worker_TP0"}, Exe: "python3", Comm: "VLLM::Worker_TP0", Devices: upto(2), GPUMiB: on(0, 70_112)},
+						{Name: "tp1", Argv: []string{"VLLM::Worker_TP1"}, Exe: "python3", Comm: "VLLM::Worker_TP1", Devices: upto(2), GPUMiB: on(1, 70_112)}}}}}},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// The same deployment with a script as the container's command (docker run IMAGE bash
+		// -c "python3 serve.py ..."; sgl-project/sglang#15165's lingering children): the
+		// launcher died, its workers were re-parented to bash, PID 1 of the namespace, which
+		// launches no multiprocessing worker itself. They are the leftovers.
+		{name: "bash as a container's PID 1 adopts the workers of a dead launcher", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "bash", PIDNS: true, Argv: []string{"bash", "-c", "python3 serve.py --tp 2; sleep infinity"},
+				Cgroup: "system.slice/docker-" + ctrID + ".scope",
+				Children: []actor{{Name: "launcher", Exit: true, Argv: []string{"python3", "serve.py", "--tp", "2"},
+					Children: []actor{spawnWorker("w0", 0, 60_000, upto(2)), spawnWorker("w1", 1, 60_000, upto(2))}}}}},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"w0", "w1"}, mayName: []string{"launcher"}, notKilled: []string{"bash"}}},
+
+		// pytorch/pytorch#4293's sweep script that never waits for its children, one level up:
+		// the launcher it started exited and stays a zombie (its parent never reaps it); the
+		// launcher's worker was re-parented at once to the box's init and keeps the GPU. The
+		// worker is the leftover; the sweep, alive, is not to be killed, and the zombie
+		// launcher holds nothing.
+		{name: "a worker whose launcher is a zombie of a sweep that never reaps", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 62, actor{Name: "sweep", NoReap: true, Argv: []string{"python3", "sweep.py", "--trials", "64"},
+				Children: []actor{{Name: "launcher", Exit: true, Argv: []string{"python3", "trial.py", "--lr", "3e-4"},
+					Children: []actor{spawnWorker("w", 0, 22_000, []int{0})}}}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"w"}, mayName: []string{"launcher"}}},
+
+		// Supervisor's docs ("Running supervisord" in a container, nodaemon=true) with vLLM as
+		// one of its programs: the API server crashed (vllm-project/vllm#16259) and its engine
+		// core and TP workers were re-parented to supervisord, PID 1 of the container. A Python
+		// init that launches no vLLM engine core adopted them: they are the leftovers.
+		{name: "vLLM's orphans under supervisord, its container's PID 1", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "supervisord", PIDNS: true, Argv: []string{"/usr/bin/python3", "/usr/bin/supervisord", "-n", "-c", "/etc/supervisor/supervisord.conf"},
+				Exe: "supervisord", Cgroup: "system.slice/docker-" + ctrID + ".scope",
+				Children: []actor{{Name: "api", Exit: true, Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server",
+					"--model", "Qwen/Qwen2.5-32B-Instruct", "--tensor-parallel-size", "2"},
+					Children: []actor{{Name: "engine", Argv: []string{"VLLM::EngineCore"}, Exe: "python3", Comm: "VLLM::EngineCore",
+						Children: []actor{
+							{Name: "tp0", Argv: []string{"VLLM::Worker_TP0"}, Exe: "python3", Comm: "VLLM::Worker_TP0", Devices: upto(2), GPUMiB: on(0, 70_112)},
+							{Name: "tp1", Argv: []string{"VLLM::Worker_TP1"}, Exe: "python3", Comm: "VLLM::Worker_TP1", Devices: upto(2), GPUMiB: on(1, 70_112)}}}}}}}},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"tp0", "tp1"}, mayName: []string{"engine", "api"}, notKilled: []string{"supervisord"}}},
+
+		// wookayin/gpustat#18 and jupyter/help#221 (a desktop's Xorg and gnome-shell on the
+		// compute GPU) with the staged suite's nohup'd server: GDM runs Xorg as the logged-in
+		// user, restarted at each login; the user's server, nohup'd weeks ago, is no older
+		// "than the host's other GPU work" because a display started since.
+		{name: "a user's nohup'd server beside the desktop of a fresh login", gpus: []int64{49140}, users: libUsers,
+			procs: []actor{
+				as(alice, actor{Name: "userXorg", Argv: xorg.Argv, Exe: "Xorg", Cgroup: "user.slice/user-1000.slice/session-2.scope",
+					Age: 26 * time.Hour, Devices: []int{0}, Type: "G", GPUMiB: on(0, 421)})[0],
+				func() actor { g := gnomeShell; g.Age = 26 * time.Hour; return g }(),
+				as(alice, actor{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+					Cgroup: "user.slice/user-1000.slice/session-1.scope", Age: 20 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 40_000)})[0]},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// A tenant names a leftover of their own Xorg (exec -a Xorg) to hide it beside a real
+		// desktop and another user's job: it may hide itself (the name protects it), but
+		// nothing else may be blamed for its 40 GB.
+		{name: "a tenant's leftover titled Xorg blames no one else", gpus: []int64{49140, 49140}, users: libUsers,
+			procs: []actor{xorg, gnomeShell,
+				shell("bash", alice, 3, actor{Name: "train", Argv: []string{"python3", "train.py"}, Devices: upto(2), GPUMiB: on(1, 20_000)}),
+				shell("bash", bob, 4, actor{Name: "launcher", Exit: true, Argv: []string{"python3", "launch.py"},
+					Children: []actor{{Name: "fakeX", Argv: []string{"Xorg", ":7"}, Exe: "Xorg", Devices: upto(2), GPUMiB: on(0, 40_000)}}})},
+			want: verdict{mayName: []string{"fakeX", "launcher"}}},
+
+		// The same trick with the MPS server's name, beside a real MPS with a live client
+		// (NVIDIA/k8s-device-plugin#720's setup).
+		{name: "a tenant's leftover titled nvidia-cuda-mps-server blames no one else", gpus: h100s(2), users: libUsers,
+			procs: []actor{{Name: "mps-control", Argv: []string{"nvidia-cuda-mps-control", "-d"}, Cgroup: "system.slice/nvidia-mps.service",
+				Children: []actor{as(alice, actor{Name: "mps-server", Argv: []string{"nvidia-cuda-mps-server"}, Devices: []int{0}, GPUMiB: on(0, 310)})[0]}},
+				shell("bash", alice, 21, actor{Name: "client", Argv: []string{"python3", "infer.py"}, Devices: []int{0}, Type: "M+C", GPUMiB: on(0, 9_000)}),
+				shell("bash", bob, 22, actor{Name: "launcher", Exit: true, Argv: []string{"python3", "launch.py"},
+					Children: []actor{{Name: "fakeMPS", Argv: []string{"nvidia-cuda-mps-server"}, Devices: upto(2), GPUMiB: on(1, 40_000)}}})},
+			units: []libUnit{{name: "nvidia-mps.service", state: "active", main: "mps-control"}},
+			want:  verdict{mayName: []string{"fakeMPS", "launcher"}}},
+
+		// A tenant's process titled VLLM::Worker_TP0 (setproctitle) run by the tenant's own
+		// user manager (systemd-run --user): read as an orphaned vLLM worker, it is the
+		// tenant's own; the user manager, and the other user's service, are innocent.
+		{name: "a process titled VLLM::Worker_TP0 under its owner's systemd --user", gpus: h100s(2), users: libUsers,
+			procs: []actor{vllmService("svc", 1, 40_000, 2),
+				as(bob, actor{Name: "manager", Argv: []string{"/lib/systemd/systemd", "--user"}, Exe: "systemd",
+					Cgroup: "user.slice/user-1001.slice/user@1001.service/init.scope",
+					// In the manager's own cgroup: the box cannot hand bob a cgroup of his own to move to.
+					Children: []actor{{Name: "titled", Argv: []string{"VLLM::Worker_TP0"}, Exe: "python3", Comm: "VLLM::Worker_TP0",
+						Devices: upto(2), GPUMiB: on(0, 40_000)}}})[0]},
+			units: []libUnit{{name: "vllm.service", state: "active", main: "svc"}},
+			want:  verdict{mayName: []string{"titled"}, notKilled: []string{"manager"}}},
+
+		// NVIDIA's MPS documentation: the server stays while the control daemon runs; here
+		// no client is left. The daemon and its unit are never to stop for the server's
+		// memory (the server may be named).
+		{name: "MPS server with no live clients", gpus: h100s(1), users: libUsers,
+			procs: []actor{{Name: "mps-control", Argv: []string{"nvidia-cuda-mps-control", "-d"}, Cgroup: "system.slice/nvidia-mps.service",
+				Children: []actor{as(alice, actor{Name: "mps-server", Argv: []string{"nvidia-cuda-mps-server"}, Devices: []int{0}, GPUMiB: on(0, 310)})[0]}}},
+			units: []libUnit{{name: "nvidia-mps.service", state: "active", main: "mps-control"}},
+			want:  verdict{mayName: []string{"mps-server"}}},
+
+		// pytorch/pytorch#76287's command lines on a shared host: alice's torchrun, nohup'd
+		// three days ago, and bob's with the very same argv started since on other GPUs. No
+		// generation spans users or GPUs.
+		{name: "two users' torchrun jobs with identical argv", gpus: h100s(4), users: libUsers,
+			procs: []actor{
+				as(alice, func() actor {
+					a := torchrun("ajob", 2, 40_000, "train.py", "--config", "llama.yaml")
+					a.Cgroup, a.Age = "user.slice/user-1000.slice/session-40.scope", 72*time.Hour
+					for i := range a.Children {
+						a.Children[i].Age = 72 * time.Hour
+					}
+					return a
+				}())[0],
+				shell("bash", bob, 41, actor{Name: "bjob", Argv: []string{"/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node", "2", "train.py", "--config", "llama.yaml"},
+					Exe: "torchrun", Children: []actor{
+						rank("bjob-rank0", 2, 40_000, 4, "train.py", "--config", "llama.yaml"),
+						rank("bjob-rank1", 3, 40_000, 4, "train.py", "--config", "llama.yaml")}})},
+			want: verdict{healthy: true}},
+
+		// A pre-forking server (gunicorn's model, and vLLM's forked frontend processes) nohup'd
+		// days ago: its forked child holds memory of its own on the same GPU with the very same
+		// command line. It is the server's work, not its next generation.
+		{name: "a forked child of a live nohup'd server holds memory itself", gpus: h100s(1), users: libUsers,
+			procs: []actor{as(alice, actor{Name: "srv", Argv: []string{"python3", "serve.py", "--port", "9000"}, Cgroup: "user.slice/user-1000.slice/session-42.scope",
+				Age: 5 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 20_000),
+				Children: []actor{{Name: "child", Argv: []string{"python3", "serve.py", "--port", "9000"}, Devices: []int{0}, GPUMiB: on(0, 2_000)}}})[0]},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// jupyter/notebook#2201 on a server: the jupyter server was nohup'd and its user logged
+		// out; the kernel, a live server's, has sat idle for days beside another user's fresh
+		// job on the same GPU. It is idle, never abandoned.
+		{name: "idle kernel of a nohup'd jupyter beside another user's fresh job", gpus: h100s(1), users: libUsers,
+			procs: []actor{as(alice, actor{Name: "jupyter", Argv: []string{"/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser", "--port", "8888"},
+				Exe: "jupyter-lab", Age: 10 * 24 * time.Hour, Cgroup: "user.slice/user-1000.slice/session-43.scope",
+				Children: []actor{{Name: "kernel", Argv: []string{"/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
+					"/home/alice/.local/share/jupyter/runtime/kernel-6628f1d1-8d60-4917-8726-51201bc21ff6.json"},
+					Age: 9 * 24 * time.Hour, Devices: []int{0}, GPUMiB: on(0, 12_288)}}})[0],
+				shell("bash", bob, 44, actor{Name: "bjob", Argv: []string{"python3", "finetune.py"}, Devices: []int{0}, GPUMiB: on(0, 30_000)})},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// pytorch/pytorch#19529 (each DataLoader worker that touches CUDA makes a context of
+		// its own): a live trainer listed on GPU 0 and its forked workers listed with a few
+		// hundred MiB each. Nothing is wrong.
+		{name: "live trainer's DataLoader workers with contexts of their own", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", alice, 45, actor{Name: "trainer", Argv: []string{"python3", "train.py", "--epochs", "90"},
+				Devices: []int{0}, GPUMiB: on(0, 30_500), Age: 30 * time.Hour,
+				Children: []actor{
+					{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}, GPUMiB: on(0, 420)},
+					{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}, GPUMiB: on(0, 420)}}})},
+			want: verdict{healthy: true}},
+
+		// pytorch/pytorch#1085 on a shared GPU: alice's trainer was OOM-killed and its
+		// DataLoader workers keep its memory, while bob trains on the same GPU (his workers hold
+		// /dev/nvidia0 too, as every DataLoader worker does) and watches it in nvtop, which holds
+		// every device as NVML does. Only alice's workers are to stop; bob's are no suspects.
+		{name: "dead trainer's workers beside another user's live trainer and nvtop", gpus: h100s(1), users: libUsers,
+			procs: []actor{
+				shell("bash", alice, 50, actor{Name: "trainer", Exit: true, Argv: []string{"python3", "train.py", "--epochs", "90"},
+					Devices: []int{0}, GPUMiB: on(0, 30_500),
+					Children: []actor{
+						{Name: "dl0", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}},
+						{Name: "dl1", Argv: []string{"python3", "train.py", "--epochs", "90"}, Devices: []int{0}}}}),
+				bobTrainingWatched(51)},
+			want: verdict{code: diagnose.CodeDeadPIDMemory, culprits: []string{"dl0", "dl1"}, gpus: []int{0}, mayName: []string{"trainer"}}},
+
+		// The same host a moment later (pytorch/pytorch#1085's "the memory stays listed"): no
+		// survivor of alice's trainer holds the device, the driver has yet to free its memory;
+		// bob's live trainer's DataLoader workers and his nvtop hold the device. None of them
+		// is a suspect for alice's memory.
+		{name: "memory of a gone PID with only another user's live work on the device", gpus: h100s(1), users: libUsers,
+			procs: []actor{
+				shell("bash", alice, 52, actor{Name: "trainer", Exit: true, Argv: []string{"python3", "train.py", "--epochs", "90"},
+					Devices: []int{0}, GPUMiB: on(0, 30_500)}),
+				bobTrainingWatched(53)},
+			want: verdict{code: diagnose.CodeDeadPIDMemory, gpus: []int{0}, mayName: []string{"trainer"}}},
+
+		// A cloud GPU VM where everyone is root (Lambda, RunPod and vast.ai images log in as
+		// root): root nohup'd a vLLM server three weeks ago; a container (vllm/vllm-openai, run
+		// as root) was started on the other GPU two hours ago. A container's start says nothing
+		// of the hand-started server's age: nothing is wrong.
+		{name: "root's nohup'd server beside a fresh container on a cloud VM", gpus: h100s(2), users: libUsers,
+			procs: []actor{
+				{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+					Cgroup: "user.slice/user-0.slice/session-1.scope", Age: 21 * 24 * time.Hour, Devices: upto(2), GPUMiB: on(0, 70_000)},
+				{Name: "ctr", PIDNS: true, Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "Qwen/Qwen3-8B"},
+					Cgroup: "system.slice/docker-" + ctrID + ".scope", Age: 2 * time.Hour, Devices: upto(2), GPUMiB: on(1, 70_000)}},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// The same VM with the second server a system service (ollama's installer runs
+		// ollama.service as a system user) restarted an hour ago.
+		{name: "root's nohup'd server beside a freshly restarted system service", gpus: h100s(2), users: append(libUsers, "ollama:x:998:998::/usr/share/ollama:/bin/false"),
+			procs: []actor{
+				{Name: "srv", Argv: []string{"python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "mistralai/Mistral-7B-Instruct-v0.3"},
+					Cgroup: "user.slice/user-0.slice/session-1.scope", Age: 21 * 24 * time.Hour, Devices: upto(2), GPUMiB: on(0, 70_000)},
+				as(998, actor{Name: "ollama", Argv: []string{"/usr/local/bin/ollama", "serve"}, Cgroup: "system.slice/ollama.service",
+					Age: time.Hour, Devices: upto(2), GPUMiB: on(1, 30_000)})[0]},
+			units: []libUnit{{name: "ollama.service", state: "active", main: "ollama"}},
+			want:  verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
+
+		// A launcher whose main thread ended while its other threads run (a zombie leader,
+		// apache/mxnet#4242's state) with its worker on the GPU: the launcher lives, so its
+		// worker is no orphan.
+		{name: "worker of a zombie-leader launcher", gpus: h100s(1), users: libUsers,
+			procs: []actor{shell("bash", bob, 54, actor{Name: "launcher", ExitLeader: true, Argv: []string{"python3", "launch.py"},
+				Children: []actor{spawnWorker("w", 0, 30_000, []int{0})}})},
+			want: verdict{mayName: []string{"launcher"}}},
+
+		// DLR-RM/stable-baselines3's SubprocVecEnv (multiprocessing workers, forkserver or
+		// spawn) with MuJoCo rendering through EGL (MUJOCO_GL=egl) and torch on CUDA: nvidia-smi
+		// types each worker C+G. The trainer was killed; its workers, orphaned, keep their
+		// compute contexts. A graphics context beside a compute one makes no desktop: they are
+		// the leftovers, and the workstation's Xorg is not blamed.
+		{name: "EGL-rendering workers (C+G) of a killed RL trainer beside the desktop", gpus: []int64{24564}, users: libUsers,
+			procs: []actor{xorg, shell("bash", alice, 55, actor{Name: "trainer", Exit: true,
+				Argv: []string{"python3", "train_ppo.py", "--env", "Humanoid-v4", "--n-envs", "2"}, Devices: []int{0},
+				Children: []actor{
+					func() actor { w := spawnWorker("env0", 0, 1_210, []int{0}); w.Type = "C+G"; return w }(),
+					func() actor { w := spawnWorker("env1", 0, 1_210, []int{0}); w.Type = "C+G"; return w }()}})},
+			want: verdict{code: diagnose.CodeLeftoverProcess, culprits: []string{"env0", "env1"}, mayName: []string{"trainer"}}},
+
+		// A researcher's everyday week (pytorch/pytorch#147064's nohup'd runs): alice nohup'd a
+		// three-day training on GPU 0 and logged out; today she started a short experiment on
+		// GPU 1 from a live shell. Debatable, and so pending: muchOlder calls the training "much
+		// older than its user's other work" and, orphaned, abandoned (the seed's "orphaned and
+		// much older than its own user's other work" wants exactly that), yet nothing but its
+		// age and nohup speaks against it, and both are how long runs are started by hand.
+		{name: "a researcher's nohup'd training beside her fresh experiment", gpus: h100s(2), users: libUsers,
+			procs: []actor{
+				as(alice, actor{Name: "train", Argv: []string{"python3", "train.py", "--config", "llama-8b.yaml"}, Cgroup: "user.slice/user-1000.slice/session-60.scope",
+					Age: 3 * 24 * time.Hour, Devices: upto(2), GPUMiB: on(0, 70_000)})[0],
+				shell("bash", alice, 61, actor{Name: "exp", Argv: []string{"python3", "probe_lr.py"}, Devices: upto(2), GPUMiB: on(1, 20_000)})},
+			want: verdict{healthy: true, notSaid: []*regexp.Regexp{abandoned}}},
 	}
 }

@@ -34,8 +34,10 @@ func main() {
 		fail("exec: %v", syscall.Exec(os.Args[0], a.Argv, os.Environ()))
 	}
 	os.Unsetenv(scenario.ActorEnv)
-	if a.Init {
+	if a.Init || a.PIDNS {
 		go reapOrphans()
+	}
+	if a.Init {
 		if a.PIDBase > 0 {
 			// PIDs such as a busy host has: small ones would read as any other number.
 			if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(a.PIDBase)), 0); err != nil {
@@ -97,13 +99,14 @@ func start(parent scenario.Actor, c scenario.Actor) {
 	if c.Dir == "" {
 		cmd.Dir = "/"
 	}
-	if c.Job {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: c.Job}
+	if c.PIDNS {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWPID
 	}
 	if err := cmd.Start(); err != nil {
 		fail("%s: %v", c.Name, err)
 	}
-	if !parent.NoReap && !parent.Init {
+	if !parent.NoReap && !parent.Init && !parent.PIDNS {
 		go cmd.Wait() //nolint:errcheck // reaped as a parent does
 	}
 }
@@ -132,7 +135,13 @@ func waitReady(dir string, c scenario.Actor) {
 
 func ready(a scenario.Actor) {
 	p := filepath.Join(a.ReadyDir, a.Name)
-	if err := os.WriteFile(p+".tmp", []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	// Its PID as its box sees it: /proc is the box's, and /proc/self names the process there
+	// also from a PID namespace below the box's, where getpid would say 1.
+	self, err := os.Readlink("/proc/self")
+	if err != nil {
+		fail("%s: %v", a.Name, err)
+	}
+	if err := os.WriteFile(p+".tmp", []byte(self+"\n"), 0o644); err != nil {
 		fail("%s: %v", a.Name, err)
 	}
 	if err := os.Rename(p+".tmp", p); err != nil {
