@@ -319,18 +319,21 @@ func TestDiagnoseScenarios(t *testing.T) {
 		},
 		{
 			// root's server, as the ct200 leftover ran: the host's services are its yardstick.
-			name: "orphaned and much older than the other work",
+			name: "orphaned and much older than the other work is no leftover",
 			snap: func() *parse.Snapshot {
 				s := orphanOld()
 				p := &s.Processes[len(s.Processes)-2]
 				p.UID, p.User = ip(0), "root"
 				return s
 			},
+			// Age says nothing of abandonment: root's server of days beside a fresh service is
+			// named as healthy work, its age in its evidence, and stopped by no one.
 			want: []want{
-				{code: CodeLeftoverProcess, severity: Error, pids: []int{7000}, evidence: []string{"reason: it is orphaned", "2d02h"}, fix: []string{"kill 7000"}},
+				{code: CodeGPUBusy, severity: Info, pids: []int{7000}, evidence: []string{"2d02h"}},
 				{code: CodeGPUBusy, severity: Info, pids: []int{7100}},
 			},
-			worst: Error,
+			not:   []string{CodeLeftoverProcess},
+			worst: Info,
 		},
 		{
 			// A person's server is not aged by the host's services: any user of a service's API
@@ -362,12 +365,14 @@ func TestDiagnoseScenarios(t *testing.T) {
 			not:  []string{CodeLeftoverProcess},
 		},
 		{
-			name: "orphaned and much older than its own user's other work",
+			name: "orphaned and much older than its own user's other work is no leftover",
 			snap: orphanOldOthers(1000, "bob"),
+			// A researcher's nohup'd training of days beside her own fresh experiment.
 			want: []want{
-				{code: CodeLeftoverProcess, severity: Error, pids: []int{7000}, evidence: []string{"reason: it is orphaned", "2d02h"}, fix: []string{"kill 7000"}},
+				{code: CodeGPUBusy, severity: Info, pids: []int{7000}, evidence: []string{"2d02h"}},
 			},
-			worst: Error,
+			not:   []string{CodeLeftoverProcess},
+			worst: Info,
 		},
 		{
 			name: "stale /dev/shm entries",

@@ -201,7 +201,7 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 	age, than, older := h.muchOlder(gp)
 	switch {
 	case older:
-		v.add(Reason{Code: ReasonMuchOlder, Strong: orphan, Orphaned: orphan, PID: pid, Age: age, Than: than})
+		v.add(Reason{Code: ReasonMuchOlder, Orphaned: orphan, PID: pid, Age: age, Than: than})
 	case orphan && !tree: // the tree's reasons say it, and more
 		v.add(Reason{Code: ReasonOrphaned, PID: pid})
 	}

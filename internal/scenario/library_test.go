@@ -37,14 +37,7 @@ import (
 // pendingClass lists the situations the code gets wrong today, each with the branch that
 // owns the fix: a failure of one of these skips with the failure's text instead of failing.
 // Remove an entry once its branch is merged.
-var pendingClass = map[string]string{
-	// root's hand-started server is judged against the system's services and containers
-	// (muchOlder): the seed's "orphaned and much older than the other work" (diagnose_test.go)
-	// wants exactly that, so changing it is the lead's call, not the attack branch's.
-	"root's nohup'd server beside a fresh container on a cloud VM":    "lead: muchOlder's system yardstick for root",
-	"root's nohup'd server beside a freshly restarted system service": "lead: muchOlder's system yardstick for root",
-	"a researcher's nohup'd training beside her fresh experiment":     "lead: muchOlder's own-user yardstick (the seed's design)",
-}
+var pendingClass = map[string]string{}
 
 // situation is one staged host.
 type situation struct {
