@@ -82,7 +82,7 @@ func (p *snapParser) body(name string, sep byte) (io.Reader, *Section) {
 			b = cutAfterLastEnd(b, sep)
 		}
 	}
-	return bytes.NewReader(b), sec
+	return bytes.NewReader(p.capRecords(name, b, sep)), sec
 }
 
 // ok says whether a section's command exited with a status that is not a failure.
