@@ -103,11 +103,12 @@ func cutRecords(name string, body []byte, sep byte) ([]byte, int) {
 	return append(slices.Clip(slices.Clone(body[:off])), tail...), dropped
 }
 
-// recordEnd is what ends a record of the named section.
+// recordEnd is what ends a record of the named section: for procs, a field that is "end"
+// whole (a comm or argv ending in "end" must not count as one).
 func recordEnd(name string, sep byte) []byte {
 	switch name {
 	case "procs":
-		return []byte{'e', 'n', 'd', sep}
+		return []byte{sep, 'e', 'n', 'd', sep}
 	case "units":
 		return []byte("\n\n")
 	}
