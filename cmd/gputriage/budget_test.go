@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/sshexec"
 )
 
 // countWriter counts what is written to it.
@@ -67,4 +70,44 @@ func TestHostBudget(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(hs)
+}
+
+// TestWatchRoundBounded: a watch round is parsed and diagnosed holding one of the sweep's
+// diagnose slots, which it keeps until the judge takes the round, so that however many hosts
+// are watched at most that many diagnosed rounds are in flight; the round carries no raw
+// capture (the judge reads the snapshot and result only).
+func TestWatchRoundBounded(t *testing.T) {
+	defer func(s chan struct{}) { diagnoseSlots = s }(diagnoseSlots)
+	diagnoseSlots = make(chan struct{}, 1)
+	const nonce = simfleet.LimitNonce
+	w := &watcher{o: &options{}, hosts: []resolved{{label: "limit"}}, nonce: nonce}
+	r := &sshexec.Result{Stdout: simfleet.LimitCapture()}
+	rounds := make(chan hostRound)
+	handed := make(chan bool)
+	go func() { handed <- w.round(context.Background(), 0, r, true, rounds) }()
+	deadline := time.After(time.Minute)
+	for len(diagnoseSlots) == 0 { // the round takes the slot
+		select {
+		case <-deadline:
+			t.Fatal("the round never took a diagnose slot")
+		default:
+			runtime.Gosched()
+		}
+	}
+	select {
+	case diagnoseSlots <- struct{}{}:
+		t.Fatal("a second diagnosis could start while a round waits for the judge")
+	default:
+	}
+	got := <-rounds
+	if !<-handed {
+		t.Fatal("the round says it was not handed")
+	}
+	if len(diagnoseSlots) != 0 {
+		t.Error("the slot is still held once the judge has the round")
+	}
+	if got.host.Err != nil || got.host.Snapshot == nil || got.host.Capture != nil || r.Stdout != nil {
+		t.Errorf("round: err %v, snapshot %v, capture %d bytes, result's stdout %d bytes; want a diagnosis without its capture",
+			got.host.Err, got.host.Snapshot != nil, len(got.host.Capture), len(r.Stdout))
+	}
 }
