@@ -22,13 +22,7 @@ import (
 // once, so gputriage probes fewer at a time and says so, and every host is triaged (none is
 // reported unreachable for want of a descriptor).
 func TestFanoutWithinFileLimit(t *testing.T) {
-	if args := os.Getenv("GPUTRIAGE_TEST_CLI"); args != "" {
-		var a []string
-		if err := json.Unmarshal([]byte(args), &a); err != nil {
-			panic(err)
-		}
-		os.Exit(run(context.Background(), a, os.Stdin, os.Stdout, os.Stderr, os.Getenv, func(io.Writer) (bool, int) { return false, 0 }))
-	}
+	runAsCLI()
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skip("needs prlimit (util-linux)")
@@ -129,5 +123,18 @@ func TestConfigReadOncePerSweep(t *testing.T) {
 		if h.Port != 2222 || h.Hostname != h.Host+".cluster.example" {
 			t.Errorf("%s: resolved to %s port %d: the included file was not applied", h.Host, h.Hostname, h.Port)
 		}
+	}
+}
+
+// runAsCLI runs the CLI and exits when this test binary was started as the CLI: with
+// GPUTRIAGE_TEST_CLI holding its arguments (JSON) and -test.run naming the calling test, so
+// that a test can run it under limits of its own or measure it as a process.
+func runAsCLI() {
+	if args := os.Getenv("GPUTRIAGE_TEST_CLI"); args != "" {
+		var a []string
+		if err := json.Unmarshal([]byte(args), &a); err != nil {
+			panic(err)
+		}
+		os.Exit(run(context.Background(), a, os.Stdin, os.Stdout, os.Stderr, os.Getenv, func(io.Writer) (bool, int) { return false, 0 }))
 	}
 }

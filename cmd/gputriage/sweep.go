@@ -126,6 +126,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	}
 	defer closeAgent()
 	sopt.Fanout = fanoutWithin(o.fanout, len(hosts), e)
+	defer limitMemory(sopt.Fanout, len(hosts), e.getenv)()
 	var debug *sshDebug
 	if o.debug {
 		debug = &sshDebug{w: e.stderr}
