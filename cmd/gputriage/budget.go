@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 )
@@ -35,13 +36,14 @@ func sweepMemoryLimit(fanout, hosts int) int64 {
 	return int64(fanout)*hostBudget + int64(hosts)*keptBudget + baseBudget
 }
 
-// limitMemory makes the sweep's budget the Go runtime's soft memory limit, unless the user
-// set one (GOMEMLIMIT): the collector then runs before garbage of finished stages (a
-// capture's read buffers, a parse's records) piles up past what is in flight, rather than
-// only once the heap has doubled. It is soft: the runtime never fails for it, and spends at
-// most half the CPU collecting. The returned func restores the limit before.
-func limitMemory(fanout, hosts int, getenv func(string) string) (restore func()) {
-	if getenv("GOMEMLIMIT") != "" {
+// limitMemory makes the budget of hosts triaged fanout at a time the Go runtime's soft memory
+// limit, unless the user set one (GOMEMLIMIT, which the runtime reads from the process's own
+// environment): the collector then runs before garbage of finished stages (a capture's read
+// buffers, a parse's records) piles up past what is in flight, rather than only once the
+// heap has doubled. It is soft: the runtime never fails for it, and spends at most half the
+// CPU collecting. The returned func restores the limit before.
+func limitMemory(fanout, hosts int) (restore func()) {
+	if os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
 	old := debug.SetMemoryLimit(sweepMemoryLimit(fanout, hosts))
