@@ -25,7 +25,11 @@ const (
 	MaxLineBytes = 2048
 	// MaxProcesses bounds the processes a retained result keeps beside those its findings
 	// name (Retain: node-check and fix read every process, before a result is retained).
-	MaxProcesses = 64
+	MaxProcesses = 32
+	// MaxLimitsOfCode bounds probe-limited's reasons of one code: each is a line a reader
+	// reads, and the eighth PID nvidia-smi lists that /proc could not show says no more than
+	// the first.
+	MaxLimitsOfCode = 8
 )
 
 // ReasonDetailFolded is probe-limited's reason for what a result folded: Folded items of
@@ -118,9 +122,9 @@ func foldList[T any](fo *folder, xs []T, n int, what string) []T {
 }
 
 // limitBuilder gathers probe-limited's reasons as they come, each once, and keeps the first
-// MaxDetail of each code: the rest are counted in one detail-folded reason per code, strong
-// when any reason it folded was. A host listing 100,000 PIDs it could not read so costs
-// MaxDetail reasons, not 100,000.
+// MaxLimitsOfCode of each code: the rest are counted in one detail-folded reason per code,
+// strong when any reason it folded was. A host listing 100,000 PIDs it could not read so costs
+// MaxLimitsOfCode reasons, not 100,000.
 type limitBuilder struct {
 	rs     []Reason
 	seen   map[limitKey]bool
@@ -134,7 +138,7 @@ func (lb *limitBuilder) add(r Reason) {
 		return
 	}
 	lb.seen[k] = true
-	if lb.count[r.Code]++; lb.count[r.Code] <= MaxDetail || r.Code == ReasonDetailFolded {
+	if lb.count[r.Code]++; lb.count[r.Code] <= MaxLimitsOfCode || r.Code == ReasonDetailFolded {
 		lb.rs = append(lb.rs, r)
 		return
 	}

@@ -126,11 +126,12 @@ func (h *host) deviceKeepers(dead int, gpus []int) (tied, others []Reason) {
 	for _, gp := range ix.bySession[dead] {
 		add(gp, tieSession)
 	}
-	// The untied holders are shown, not stopped: the first maxOthers of them are enough to
-	// look at, and naming every one for every gone PID would cost their product.
+	// The untied holders are shown, not stopped: the first few of them are enough to look at
+	// (fuser, in the fix, lists them all), and naming every one for every gone PID would cost
+	// their product.
 	for _, g := range gpus {
 		for _, gp := range ix.byGPU[g] {
-			if len(others) == maxOthers {
+			if len(others) == maxUntiedKeepers {
 				break
 			}
 			add(gp, "")
@@ -140,6 +141,9 @@ func (h *host) deviceKeepers(dead int, gpus []int) (tied, others []Reason) {
 	slices.SortFunc(others, func(a, b Reason) int { return a.PID - b.PID })
 	return tied, others
 }
+
+// maxUntiedKeepers bounds the untied device holders a dead-pid-memory finding names.
+const maxUntiedKeepers = 5
 
 // keepers indexes, once per host, the live processes that hold a GPU's device open without
 // memory nvidia-smi lists for them (and are neither driver helpers nor protected): by process

@@ -161,6 +161,8 @@ func (h *host) idleSMIDoubts(unparsed bool) []IdleDoubt {
 		}
 		gpuQuery = gpuQuery || sec.Name != "smi-apps"
 		switch {
+		case sec.Dropped > 0:
+			doubt("smi", "nvidia-smi's %s answer was cut at the client's cap on records (%d more dropped)", sec.Name, sec.Dropped)
 		case sec.Truncated:
 			doubt("smi", "nvidia-smi's %s answer was cut at %d bytes", sec.Name, sec.Limit)
 		case sec.ExitCode == nil || *sec.ExitCode != 0 && !(sec.Name == "smi-gpu" && h.s.SMI.FieldFallback):

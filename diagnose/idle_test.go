@@ -372,3 +372,23 @@ func FuzzIdleGate(f *testing.F) {
 		checkIdleGate(t, "fuzz", s, err)
 	})
 }
+
+// An idle node whose compute-app list reached the client's cap on records is not passed: the
+// apps past the cap are unseen, and the doubt says it was the cap, not a byte bound.
+func TestIdleGateDoubtsACappedAppList(t *testing.T) {
+	s, err := parse.Parse(idleCaptures(t)["testdata/idle/idle.capture"])
+	if d := IdleGate(idleFactsOf(s, err), IdleScope{}); len(d) != 0 {
+		t.Fatalf("the idle capture has doubts %v", d)
+	}
+	i := slices.IndexFunc(s.Sections, func(x parse.SectionInfo) bool { return x.Name == "smi-apps" })
+	if i < 0 {
+		t.Fatal("no smi-apps section")
+	}
+	s.Sections[i].Truncated, s.Sections[i].Dropped = true, 3
+	d := IdleGate(idleFactsOf(s, err), IdleScope{})
+	if !slices.ContainsFunc(d, func(x IdleDoubt) bool {
+		return x.Code == "smi" && strings.Contains(x.Detail, "cap on records (3 more dropped)")
+	}) {
+		t.Errorf("doubts %v: want one saying the app list reached the cap on records", d)
+	}
+}

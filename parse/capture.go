@@ -30,7 +30,7 @@ var sectionLimits = map[string]int{
 	"smi-gpu-basic": 1 << 20,
 	"smi-apps":      1 << 20,
 	"apps-alive":    128 << 10,
-	"smi-pids":      1 << 20,
+	"smi-pids":      256 << 10,
 	"fds":           4 << 20,
 	"maps":          4 << 20,
 	"fdstat":        1 << 20,
@@ -40,7 +40,7 @@ var sectionLimits = map[string]int{
 	"user-units":    1 << 20,
 	"shm-df":        64 << 10,
 	"shm-ls":        8 << 20,
-	"shm-dirs":      1 << 20,
+	"shm-dirs":      512 << 10,
 	"ancestors":     1 << 20,
 	"slurm":         1 << 20,
 }

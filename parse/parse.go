@@ -84,7 +84,15 @@ func (p *snapParser) body(name string, sep byte) (io.Reader, *Section) {
 			b = cutAfterLastEnd(b, sep)
 		}
 	}
-	return bytes.NewReader(b), sec
+	b = p.capRecords(name, b, sep)
+	return sectionReader{bytes.NewReader(b), b}, sec
+}
+
+// sectionReader reads a section's body, and gives readInput the body itself: the parsers only
+// read it, and a copy of every section would cost the capture's size again in flight.
+type sectionReader struct {
+	*bytes.Reader
+	body []byte
 }
 
 // ok says whether a section's command exited with a status that is not a failure.

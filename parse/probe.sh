@@ -208,7 +208,7 @@ if [ -n "$SMI" ]; then
 		sec apps-alive 131072 0 appsalive
 		# Every process nvidia-smi knows, graphics (type G) and MPS clients included, with its
 		# type and memory. Names are in it (a process's own text): the reader never reads them.
-		sec smi-pids 1048576 "$SMI_T" "$SMI" -q -d PIDS
+		sec smi-pids 262144 "$SMI_T" "$SMI" -q -d PIDS
 		;;
 	esac
 else
@@ -647,7 +647,7 @@ exit 0
 shmdirs() {
 	printf '%s\n' "$SHMDIRS" | t 10 sh -c "$CHAIN_FN$SHMDIRS_SCRIPT" sh 2>/dev/null
 }
-if [ -n "$SHMDIRS" ]; then sec shm-dirs 1048576 0 shmdirs; else nosec shm-dirs 1048576 0; fi
+if [ -n "$SHMDIRS" ]; then sec shm-dirs 524288 0 shmdirs; else nosec shm-dirs 524288 0; fi
 
 # Slurm: which job runs each described process, and what Slurm says of those jobs. A process
 # in a Slurm cgroup names its job there (procs' cgroup lines); one without (proctrack/linuxproc

@@ -255,21 +255,28 @@ func parseStat(p *Process, line string, bootTime *time.Time, clockTicks int) err
 	if pid, ok := atoiNonNeg(strings.TrimSpace(line[:open])); !ok || pid != p.PID {
 		return errorString("pid does not match the block")
 	}
-	p.Comm = line[open+1 : closing]
-	f := strings.Fields(line[closing+1:])
-	// f[0] is field 3 of proc(5): f[i] is field i+3.
-	if len(f) < 1 {
+	p.Comm = strings.Clone(line[open+1 : closing]) // not the whole line's
+	// f[0] is field 3 of proc(5): f[i] is field i+3. Only the first 20 are read.
+	var f [20]string
+	n := 0
+	for x := range strings.FieldsSeq(line[closing+1:]) {
+		f[n] = x
+		if n++; n == len(f) {
+			break
+		}
+	}
+	if n < 1 {
 		return errorString("no state")
 	}
-	p.State = f[0]
+	p.State = strings.Clone(f[0])
 	for i, dst := range []**int{&p.PPID, &p.PGID, &p.SID} {
-		if len(f) > i+1 {
+		if n > i+1 {
 			if v, ok := atoiNonNeg(f[i+1]); ok {
 				*dst = &v
 			}
 		}
 	}
-	if len(f) <= 19 {
+	if n <= 19 {
 		return errorString("no start time")
 	}
 	ticks, ok := parseInt64NonNeg(f[19])

@@ -2,9 +2,10 @@ package parse
 
 import (
 	"bytes"
+	"cmp"
 	"io"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,24 +52,24 @@ func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err e
 // ParseFDsV2 reads a version 2 fds section: NUL-terminated "/proc/PID/fd\tFD\tTARGET"
 // records (TARGET may hold any byte but NUL), then a "denied N" line. Otherwise as ParseFDs.
 func ParseFDsV2(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err error) {
-	b, rerr := readInput(r)
+	b, rerr := readText(r)
 	var errs errList
 	errs.add(rerr)
-	recs := bytes.Split(b, []byte{0})
-	tail := strings.TrimSpace(string(recs[len(recs)-1]))
+	recs := strings.Split(b, "\x00")
+	tail := strings.TrimSpace(recs[len(recs)-1])
 	for i, rec := range recs[:len(recs)-1] {
-		dir, rest, _ := strings.Cut(string(rec), "\t")
+		dir, rest, _ := strings.Cut(rec, "\t")
 		fdText, target, ok := strings.Cut(rest, "\t")
 		pidText, ok1 := strings.CutPrefix(dir, "/proc/")
 		pidText, ok2 := strings.CutSuffix(pidText, "/fd")
 		pid, ok3 := atoiNonNeg(pidText)
 		fd, ok4 := atoiNonNeg(fdText)
 		if !ok || !ok1 || !ok2 || !ok3 || !ok4 || !strings.HasPrefix(target, "/") {
-			errs.addf("fds record %d: want /proc/PID/fd\\tFD\\tTARGET: %s", i+1, q(string(rec)))
+			errs.addf("fds record %d: want /proc/PID/fd\\tFD\\tTARGET: %s", i+1, q(rec))
 			continue
 		}
 		t, deleted := strings.CutSuffix(target, deletedSuffix)
-		fds = append(fds, OpenFD{PID: pid, FD: fd, Target: t, Deleted: deleted})
+		fds = append(fds, OpenFD{PID: pid, FD: fd, Target: strings.Clone(t), Deleted: deleted}) // not the section's text
 	}
 	if v, ok := strings.CutPrefix(tail, "denied "); ok {
 		if n, ok := atoiNonNeg(v); ok {
@@ -126,26 +127,30 @@ func ParseMapsV2(r io.Reader) ([]ShmMapping, error) {
 }
 
 func parseMaps(r io.Reader, unescape bool) ([]ShmMapping, error) {
-	b, err := readInput(r)
+	b, err := readText(r)
 	var errs errList
 	errs.add(err)
-	type key struct {
-		pid     int
-		path    string
-		deleted bool
+	// One line each: sorted by process, path and range, a process's mappings of one file are
+	// adjacent and a range mapped twice counts once. Nothing is allocated per line but this.
+	type mapping struct {
+		pid        int
+		path       string
+		deleted    bool
+		start, end uint64
+		line       int
+		dev, inode string
 	}
-	type span struct{ start, end uint64 }
-	seen := map[key]map[span]bool{}
-	total := map[key]int64{}
-	file := map[key]string{}
-	for i, l := range splitLines(b) {
+	var ms []mapping
+	var f []string
+	for i, l := range splitText(b) {
 		if l == "" {
 			continue
 		}
 		rest, ok := strings.CutPrefix(l, "/proc/")
 		pidText, rest, ok2 := strings.Cut(rest, "/maps:")
 		pid, ok3 := atoiNonNeg(pidText)
-		f, path := fieldsThenRest(rest, 5)
+		var path string
+		f, path = fieldsThenRest(f[:0], rest, 5)
 		if !ok || !ok2 || !ok3 || len(f) < 5 {
 			errs.addf("maps line %d: %s", i+1, q(l))
 			continue
@@ -164,43 +169,52 @@ func parseMaps(r io.Reader, unescape bool) ([]ShmMapping, error) {
 		if unescape {
 			p = strings.ReplaceAll(p, `\012`, "\n")
 		}
-		k := key{pid, p, deleted}
-		if _, ok := file[k]; !ok {
-			file[k] = mapsFileID(f[3], f[4])
-		}
-		s := span{start, end}
-		if seen[k] == nil {
-			seen[k] = map[span]bool{}
-		}
-		if !seen[k][s] {
-			seen[k][s] = true
-			size := int64(math.MaxInt64)
-			if end-start < math.MaxInt64 {
-				size = int64(end - start)
-			}
-			total[k] = addSat(total[k], size)
-		}
+		ms = append(ms, mapping{pid, p, deleted, start, end, i, f[3], f[4]})
 	}
-	out := make([]ShmMapping, 0, len(total))
-	for k, n := range total {
-		out = append(out, ShmMapping{PID: k.pid, Path: k.path, Deleted: k.deleted, Bytes: n, File: file[k]})
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.PID != b.PID {
-			return a.PID < b.PID
-		}
-		if a.Path != b.Path {
-			return a.Path < b.Path
-		}
-		return !a.Deleted && b.Deleted
+	slices.SortFunc(ms, func(a, b mapping) int {
+		return cmp.Or(cmp.Compare(a.pid, b.pid), strings.Compare(a.path, b.path), compareBool(a.deleted, b.deleted),
+			cmp.Compare(a.start, b.start), cmp.Compare(a.end, b.end), cmp.Compare(a.line, b.line))
 	})
+	var out []ShmMapping
+	first := 0 // line of the current file's first mapping
+	for i, m := range ms {
+		same := i > 0 && ms[i-1].pid == m.pid && ms[i-1].path == m.path && ms[i-1].deleted == m.deleted
+		if !same {
+			out = append(out, ShmMapping{PID: m.pid, Path: strings.Clone(m.path), Deleted: m.deleted})
+			first = -1
+		}
+		o := &out[len(out)-1]
+		if first < 0 || m.line < first {
+			first, o.File = m.line, mapsFileID(m.dev, m.inode)
+		}
+		if same && ms[i-1].start == m.start && ms[i-1].end == m.end {
+			continue // the same range, mapped again
+		}
+		size := int64(math.MaxInt64)
+		if m.end-m.start < math.MaxInt64 {
+			size = int64(m.end - m.start)
+		}
+		o.Bytes = addSat(o.Bytes, size)
+	}
 	return out, errs.err()
 }
 
-// fieldsThenRest splits off n space-separated fields and returns them with the rest of the
-// line, its leading spaces dropped: the path in a maps line may itself hold spaces.
-func fieldsThenRest(s string, n int) (fields []string, rest string) {
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// fieldsThenRest splits off n space-separated fields, appended to fields (a buffer to reuse),
+// and returns them with the rest of the line, its leading spaces dropped: the path in a maps
+// line may itself hold spaces.
+func fieldsThenRest(fields []string, s string, n int) ([]string, string) {
+	n += len(fields)
 	for len(fields) < n {
 		s = strings.TrimLeft(s, " \t")
 		if s == "" {
@@ -230,10 +244,10 @@ func ParseFDStatV2(r io.Reader) ([]FDSize, []FDSize, error) {
 }
 
 func parseFDStat(r io.Reader, links bool) (sizes, contested []FDSize, err error) {
-	b, rerr := readInput(r)
+	b, rerr := readText(r)
 	var errs errList
 	errs.add(rerr)
-	for i, l := range splitLines(b) {
+	for i, l := range splitText(b) {
 		if l == "" || strings.HasPrefix(l, "stat:") {
 			continue
 		}
@@ -323,30 +337,30 @@ func ParseShmListingV2(r io.Reader) ([]ShmEntry, []string, error) {
 }
 
 func parseShmListing(r io.Reader, strict bool) ([]ShmEntry, []string, error) {
-	b, err := readInput(r)
+	b, err := readText(r)
 	var errs errList
 	errs.add(err)
 	var out []ShmEntry
-	recs := bytes.Split(b, []byte{0})
+	recs := strings.Split(b, "\x00")
 	for i, rec := range recs {
 		// find's messages ("find: '/dev/shm/x': Permission denied\n") precede the next record.
 		for !strict && !isShmRecordStart(rec) {
-			j := bytes.IndexByte(rec, '\n')
+			j := strings.IndexByte(rec, '\n')
 			if j < 0 {
 				break
 			}
 			rec = rec[j+1:]
 		}
-		if len(bytes.TrimSpace(rec)) == 0 {
+		if len(strings.TrimSpace(rec)) == 0 {
 			continue
 		}
 		if i == len(recs)-1 {
-			errs.addf("shm-ls record %d: not NUL-terminated: %s", i+1, q(string(rec)))
+			errs.addf("shm-ls record %d: not NUL-terminated: %s", i+1, q(rec))
 			continue
 		}
-		e, ok := parseShmRecord(string(rec))
+		e, ok := parseShmRecord(rec)
 		if !ok {
-			errs.addf("shm-ls record %d: want TYPE\\tBYTES\\tMTIME\\tUID\\tPATH under /dev/shm, at most %d deep: %s", i+1, maxShmDepth, q(string(rec)))
+			errs.addf("shm-ls record %d: want TYPE\\tBYTES\\tMTIME\\tUID\\tPATH under /dev/shm, at most %d deep: %s", i+1, maxShmDepth, q(rec))
 			continue
 		}
 		out = append(out, e)
@@ -366,13 +380,21 @@ func uniqueShmPaths(entries []ShmEntry) ([]ShmEntry, []string) {
 	return onlyOnce(entries, func(e ShmEntry) string { return e.Path })
 }
 
-func isShmRecordStart(rec []byte) bool {
+func isShmRecordStart(rec string) bool {
 	return len(rec) >= 2 && rec[1] == '\t'
 }
 
 func parseShmRecord(rec string) (ShmEntry, bool) {
-	f := strings.SplitN(rec, "\t", 5)
-	if len(f) != 5 || len(f[0]) != 1 || !strings.HasPrefix(f[4], "/") || strings.Count(f[4], "/") > maxShmDepth+2 {
+	var f [5]string
+	n := 0
+	for ; n < 4; n++ {
+		var ok bool
+		if f[n], rec, ok = strings.Cut(rec, "\t"); !ok {
+			break
+		}
+	}
+	f[n] = rec
+	if n != 4 || len(f[0]) != 1 || !strings.HasPrefix(f[4], "/") || strings.Count(f[4], "/") > maxShmDepth+2 {
 		return ShmEntry{}, false
 	}
 	size, ok1 := parseInt64NonNeg(f[1])
@@ -381,7 +403,7 @@ func parseShmRecord(rec string) (ShmEntry, bool) {
 	if !ok1 || !ok2 || !ok3 {
 		return ShmEntry{}, false
 	}
-	return ShmEntry{Path: f[4], Type: f[0][0], Bytes: size, MTime: mtime, UID: uid}, true
+	return ShmEntry{Path: strings.Clone(f[4]), Type: f[0][0], Bytes: size, MTime: mtime, UID: uid}, true
 }
 
 // parseUnixTime reads find's %T@: seconds with an optional fraction, "1796031662.9366493600".

@@ -14,6 +14,9 @@ const maxInput = 64 << 20
 
 // readInput reads r to its end, at most maxInput bytes.
 func readInput(r io.Reader) ([]byte, error) {
+	if sr, ok := r.(sectionReader); ok && sr.Len() == len(sr.body) && len(sr.body) <= maxInput {
+		return sr.body, nil // not read yet: its body is the input
+	}
 	if l, ok := r.(interface{ Len() int }); ok && l.Len() <= maxInput {
 		// A section's body (a bytes.Reader): read at once, without growing a buffer.
 		b := make([]byte, l.Len())
@@ -33,13 +36,34 @@ func readInput(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
+// readText is readInput into one string: the section's bytes are copied once, and the
+// strings its parser takes from it share that copy.
+func readText(r io.Reader) (string, error) {
+	var sb strings.Builder
+	if l, ok := r.(interface{ Len() int }); ok && l.Len() <= maxInput {
+		sb.Grow(l.Len())
+	}
+	_, err := io.Copy(&sb, io.LimitReader(r, maxInput+1))
+	s := sb.String()
+	if err != nil {
+		return s, fmt.Errorf("%w: read: %w", ErrParse, err)
+	}
+	if len(s) > maxInput {
+		return s[:maxInput], fmt.Errorf("%w: input longer than %d bytes, rest ignored", ErrParse, maxInput)
+	}
+	return s, nil
+}
+
 // splitLines splits text into lines without their "\n" or "\r\n"; a final empty line is
 // dropped.
-func splitLines(b []byte) []string {
-	if len(b) == 0 {
+func splitLines(b []byte) []string { return splitText(string(b)) }
+
+// splitText is splitLines of a string: the lines share its bytes.
+func splitText(text string) []string {
+	if len(text) == 0 {
 		return nil
 	}
-	s := strings.Split(string(b), "\n")
+	s := strings.Split(text, "\n")
 	if s[len(s)-1] == "" {
 		s = s[:len(s)-1]
 	}

@@ -333,7 +333,10 @@ type SectionInfo struct {
 	ExitCode  *int
 	Bytes     int
 	Limit     int
-	Truncated bool
+	Truncated bool // cut at its byte bound, or at its cap on records (Dropped)
+	// Dropped is how many records past the client's cap on records (RecordCap) were dropped
+	// unread; the section is then Truncated.
+	Dropped int
 }
 
 // Complete reports whether the section was whole and its step did not fail: not cut at its

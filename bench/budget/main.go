@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gputriage/gputriage/internal/simfleet"
@@ -63,10 +62,35 @@ func main() {
 		var out countWriter
 		cmd.Stdout, cmd.Stderr = &out, io.Discard
 		start := time.Now()
-		err = cmd.Run()
+		if err := cmd.Start(); err != nil {
+			panic(err)
+		}
+		hwm := make(chan int64)
+		go func() { hwm <- peakOf(ctx, cmd.Process.Pid) }()
+		err = cmd.Wait()
 		cancel()
-		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 		fmt.Printf("--fanout %d: exit %v, %s, peak RSS %d MiB, JSON report %d KiB (%d KiB a host)\n",
-			n, err, time.Since(start).Round(100*time.Millisecond), ru.Maxrss>>10, out.n>>10, out.n / *hosts >> 10)
+			n, err, time.Since(start).Round(100*time.Millisecond), <-hwm>>10, out.n>>10, out.n / *hosts >> 10)
 	}
+}
+
+// peakOf follows the peak resident memory of process pid (VmHWM, in KiB) until ctx ends or
+// the process is gone, reading it every 10 ms. rusage's peak would count this program's own
+// memory too: the child shares it until its exec, and the kernel keeps that peak across it.
+func peakOf(ctx context.Context, pid int) int64 {
+	var peak int64
+	for ctx.Err() == nil {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			break
+		}
+		for l := range strings.Lines(string(status)) {
+			var kb int64
+			if _, err := fmt.Sscanf(l, "VmHWM: %d kB", &kb); err == nil {
+				peak = max(peak, kb)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return peak
 }

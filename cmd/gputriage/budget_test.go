@@ -1,16 +1,23 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/sshexec"
 )
 
 // countWriter counts what is written to it.
@@ -67,4 +74,101 @@ func TestHostBudget(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(hs)
+}
+
+// TestWatchRoundBounded: a watch round is parsed and diagnosed holding one of the sweep's
+// diagnose slots, which it keeps until the judge takes the round, so that however many hosts
+// are watched at most that many diagnosed rounds are in flight; the round carries no raw
+// capture (the judge reads the snapshot and result only).
+func TestWatchRoundBounded(t *testing.T) {
+	defer func(s chan struct{}) { diagnoseSlots = s }(diagnoseSlots)
+	diagnoseSlots = make(chan struct{}, 1)
+	const nonce = simfleet.LimitNonce
+	w := &watcher{o: &options{}, hosts: []resolved{{label: "limit"}}, nonce: nonce}
+	r := &sshexec.Result{Stdout: simfleet.LimitCapture()}
+	rounds := make(chan hostRound)
+	handed := make(chan bool)
+	go func() { handed <- w.round(context.Background(), 0, r, true, rounds) }()
+	deadline := time.After(time.Minute)
+	for len(diagnoseSlots) == 0 { // the round takes the slot
+		select {
+		case <-deadline:
+			t.Fatal("the round never took a diagnose slot")
+		default:
+			runtime.Gosched()
+		}
+	}
+	select {
+	case diagnoseSlots <- struct{}{}:
+		t.Fatal("a second diagnosis could start while a round waits for the judge")
+	default:
+	}
+	got := <-rounds
+	if !<-handed {
+		t.Fatal("the round says it was not handed")
+	}
+	if len(diagnoseSlots) != 0 {
+		t.Error("the slot is still held once the judge has the round")
+	}
+	if got.host.Err != nil || got.host.Snapshot == nil || got.host.Capture != nil || r.Stdout != nil {
+		t.Errorf("round: err %v, snapshot %v, capture %d bytes, result's stdout %d bytes; want a diagnosis without its capture",
+			got.host.Err, got.host.Snapshot != nil, len(got.host.Capture), len(r.Stdout))
+	}
+}
+
+// TestSweepMemoryInFlight sweeps eight hosts that each answer a well-formed capture with every
+// section at the client's bound (31 MiB), over SSH, with the CLI as a process of its own, at
+// --fanout 1 and 4: its peak resident memory (the kernel's count, VmHWM: rusage's would
+// count this test's own memory, which the child shares until its exec) stays within
+// the sweep's budget, --fanout hosts in flight at 64 MiB each plus 256 KiB kept per host and
+// the process's base (sweepMemoryLimit), with 32 MiB for what the runtime does not count
+// (the binary's text, thread stacks). Before, --fanout 1 peaked at 301 MiB and --fanout 8 at
+// 858 MiB (docs/performance.md).
+func TestSweepMemoryInFlight(t *testing.T) {
+	runAsCLI()
+	if testing.Short() {
+		t.Skip("large input")
+	}
+	const hosts = 8
+	dir := t.TempDir()
+	fl, err := simfleet.Start(simfleet.Config{Hosts: hosts, Captures: [][]byte{simfleet.LimitCapture(parse.SectionNames()...)}, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	for _, fanout := range []int{1, 4} {
+		args, _ := json.Marshal([]string{"-f", fl.HostsFile, "-F", fl.SSHConfig, "--fanout", strconv.Itoa(fanout), "--timeout", "5m", "--format", "json"})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSweepMemoryInFlight$")
+		hwm := filepath.Join(dir, "hwm")
+		cmd.Env = []string{"GPUTRIAGE_TEST_CLI=" + string(args), "GPUTRIAGE_TEST_HWM=" + hwm, "HOME=" + dir, "PATH=" + os.Getenv("PATH"), "USER=root"}
+		var out countWriter
+		var errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		cancel()
+		if cmd.ProcessState == nil {
+			t.Fatalf("--fanout %d: %v", fanout, err)
+		}
+		if code := cmd.ProcessState.ExitCode(); code != exitOK && code != exitFindings {
+			t.Fatalf("--fanout %d: exit %d: %s", fanout, code, errb.String())
+		}
+		kb, err := os.ReadFile(hwm)
+		if err != nil {
+			t.Skipf("the CLI's peak memory is not known (no /proc/self/status?): %v", err)
+		}
+		var rss int64
+		if _, err := fmt.Sscanf(string(kb), "%d kB", &rss); err != nil {
+			t.Fatalf("VmHWM %q: %v", kb, err)
+		}
+		rss <<= 10
+		limit := sweepMemoryLimit(fanout, hosts) + 32<<20
+		t.Logf("--fanout %d: peak RSS %d MiB (budget %d MiB), JSON report %d KiB", fanout, rss>>20, limit>>20, out.n>>10)
+		if out.n < hosts<<10 {
+			t.Errorf("--fanout %d: a report of %d bytes for %d hosts", fanout, out.n, hosts)
+		}
+		if rss > limit {
+			t.Errorf("--fanout %d: peak RSS %d MiB, want at most %d MiB", fanout, rss>>20, limit>>20)
+		}
+	}
 }

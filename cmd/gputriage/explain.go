@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/spf13/pflag"
 
+	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/explain"
 	"github.com/gputriage/gputriage/report"
 )
@@ -96,11 +98,12 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		if err != nil {
 			return exitUsage, err
 		}
-		hosts, err = o.ssh.sweep(ctx, res, o.timeout, triager{}, nil, e) // explanations show no capture
+		named := newNamedProcs(ex)
+		hosts, err = o.ssh.sweep(ctx, res, o.timeout, triager{see: named.see}, nil, e) // explanations show no capture
 		if err != nil {
 			return exitUsage, err
 		}
-		ties = tiePIDs(ex, hosts)
+		ties = tiePIDs(ex, hosts, named)
 	}
 	color, width := o.colorFor(e)
 	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose, ShowSecrets: o.out.showSecrets}); err != nil {
@@ -139,8 +142,45 @@ func stdinIsTerminal(e *env) bool {
 	return tty
 }
 
-// tiePIDs finds, on every triaged host, the processes the messages name.
-func tiePIDs(ex []explain.Explanation, hosts []report.Host) []report.Tie {
+// namedProcs keeps, of each host, the processes the messages name, read while its whole
+// result is at hand: once kept for the report (diagnose.Retain), a result holds only the
+// processes its findings name and a few others, and a PID a message names may be folded away.
+type namedProcs struct {
+	pids  map[int]bool
+	mu    sync.Mutex
+	found map[string]map[int]diagnose.GPUProcess // host name -> PID -> its process, copied
+}
+
+func newNamedProcs(ex []explain.Explanation) *namedProcs {
+	n := &namedProcs{pids: map[int]bool{}, found: map[string]map[int]diagnose.GPUProcess{}}
+	for _, x := range ex {
+		for _, pm := range x.PIDs {
+			n.pids[pm.PID] = true
+		}
+	}
+	return n
+}
+
+// see is the sweep's triager.see: called for each host, concurrently, before its result is
+// folded.
+func (n *namedProcs) see(h *report.Host) {
+	if h.Err != nil {
+		return
+	}
+	for _, p := range h.Result.Processes {
+		if n.pids[p.PID] {
+			n.mu.Lock()
+			if n.found[h.Name] == nil {
+				n.found[h.Name] = map[int]diagnose.GPUProcess{}
+			}
+			n.found[h.Name][p.PID] = p
+			n.mu.Unlock()
+		}
+	}
+}
+
+// tiePIDs ties each PID the messages name to its process on every triaged host.
+func tiePIDs(ex []explain.Explanation, hosts []report.Host, named *namedProcs) []report.Tie {
 	var ties []report.Tie
 	for _, x := range ex {
 		for _, pm := range x.PIDs {
@@ -149,10 +189,8 @@ func tiePIDs(ex []explain.Explanation, hosts []report.Host) []report.Tie {
 					continue
 				}
 				t := report.Tie{Host: h.Name, PID: pm.PID, LogGiB: pm.GiB}
-				for i := range h.Result.Processes {
-					if p := &h.Result.Processes[i]; p.PID == pm.PID {
-						t.Process = p
-					}
+				if p, ok := named.found[h.Name][pm.PID]; ok {
+					t.Process = &p
 				}
 				ties = append(ties, t)
 			}

@@ -1,10 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gputriage/gputriage/internal/simfleet"
+	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/parse"
 )
 
 // Every pasted error log in the corpus is explained (exit 0); text with no known error is
@@ -69,5 +77,31 @@ func TestExplainCLI(t *testing.T) {
 	}
 	if _, _, code := cli(t, nil, "explain", "--file", "/nonexistent/log"); code != exitUsage {
 		t.Errorf("missing file: exit %d", code)
+	}
+}
+
+// TestExplainTiesPIDBeyondFold: explain --host ties a PID the message names to its process
+// on a crowded host (every section at the client's bound: 2,000 processes described) even
+// when the result kept for the report folds that process away (diagnose.Retain keeps those
+// its findings name and 32 others): the tie is read while the host's whole result is at hand.
+// Before, it said the process was not a GPU process on the host.
+func TestExplainTiesPIDBeyondFold(t *testing.T) {
+	const pid = 101999 // described by the capture, named by no finding
+	raw := simfleet.LimitCapture(parse.SectionNames()...)
+	l := newSSHLab(t)
+	l.server(t, "crowded", sshtest.Config{Exec: func(e *sshtest.Exec) int {
+		first, _ := bufio.NewReaderSize(io.LimitReader(e.Stdin, 512), 512).ReadString('\n')
+		go func() { _, _ = io.Copy(io.Discard, e.Stdin) }()
+		_, _ = e.Stdout.Write(bytes.ReplaceAll(raw, []byte(simfleet.LimitNonce), []byte(simfleet.NonceOf(first))))
+		return 0
+	}})
+	config := l.write(t, "")
+	msg := fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.50 GiB is free. Process %d has 54.00 GiB memory in use.", pid)
+	out, errOut, code := cli(t, nil, "explain", "-F", config, "--timeout", "60s", "--color", "never", "--host", "crowded", msg)
+	if code != exitOK && code != exitFindings {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	if want := fmt.Sprintf("PID %d (54.00 GiB in the log) on crowded: python3 train.py", pid); !strings.Contains(out, want) {
+		t.Errorf("the PID is not tied to the host's process (want %q):\n%s", want, out)
 	}
 }

@@ -126,6 +126,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 	}
 	defer closeAgent()
 	sopt.Fanout = fanoutWithin(o.fanout, len(hosts), e)
+	defer limitMemory(sopt.Fanout, len(hosts))()
 	var debug *sshDebug
 	if o.debug {
 		debug = &sshDebug{w: e.stderr}
@@ -510,6 +511,7 @@ func replayDir(dir string, tr triager) ([]report.Host, error) {
 			}
 		}
 	}
+	defer limitMemory(1, len(order))() // one host at a time
 	hosts := make([]report.Host, 0, len(order))
 	for _, label := range order {
 		path := filepath.Join(dir, fileSafe(label))

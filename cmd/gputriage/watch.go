@@ -170,11 +170,7 @@ func (w *watcher) probeLoop(ctx context.Context, pool *sshexec.Pool, i int, roun
 		if ctx.Err() != nil {
 			return
 		}
-		h, notes := w.o.ssh.finishHost(w.hosts[i].label, &r, w.nonce)
-		blameConfig(h.Err, w.hosts[i].conf)
-		select {
-		case rounds <- hostRound{i: i, host: h, dialed: dialed, at: time.Now(), notes: notes}:
-		case <-ctx.Done():
+		if !w.round(ctx, i, &r, dialed, rounds) {
 			return
 		}
 		select {
@@ -183,6 +179,26 @@ func (w *watcher) probeLoop(ctx context.Context, pool *sshexec.Pool, i int, roun
 			return
 		}
 	}
+}
+
+// round diagnoses one round of host i and hands it to the judge, holding one of the sweep's
+// diagnose slots until the judge has it: a round's snapshot and result are read whole by the
+// judge (no diagnose.Retain) and then dropped, so at most that many diagnosed rounds are in
+// flight, whatever the number of hosts. The raw capture is dropped first: the judge does not
+// read it. It reports false when ctx ended first.
+func (w *watcher) round(ctx context.Context, i int, r *sshexec.Result, dialed bool, rounds chan<- hostRound) bool {
+	handed := false
+	withDiagnoseSlot(func() {
+		h, notes := w.o.ssh.finishHost(w.hosts[i].label, r, w.nonce)
+		blameConfig(h.Err, w.hosts[i].conf)
+		h.Capture, r.Stdout, r.Stderr = nil, nil, nil
+		select {
+		case rounds <- hostRound{i: i, host: h, dialed: dialed, at: time.Now(), notes: notes}:
+			handed = true
+		case <-ctx.Done():
+		}
+	})
+	return handed
 }
 
 // judge follows every host's rounds until the condition holds on all of them (0), a host

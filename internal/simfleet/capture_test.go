@@ -7,12 +7,13 @@ import (
 	"github.com/gputriage/gputriage/parse"
 )
 
+// A busy host at the client's caps on records (parse.RecordCap) parses whole, without a note.
 func TestSyntheticCaptureParses(t *testing.T) {
-	s, err := parse.Parse(simfleet.SyntheticCapture(5000, 100000))
+	s, err := parse.Parse(simfleet.SyntheticCapture(parse.RecordCap("procs"), parse.RecordCap("shm-ls")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Processes) != 5000 || len(s.Shm.Entries) != 100000 || s.Truncated || len(s.GPUs) != 8 {
+	if len(s.Processes) != parse.RecordCap("procs") || len(s.Shm.Entries) != parse.RecordCap("shm-ls") || s.Truncated || len(s.GPUs) != 8 {
 		t.Errorf("processes %d, shm entries %d, truncated %v, GPUs %d", len(s.Processes), len(s.Shm.Entries), s.Truncated, len(s.GPUs))
 	}
 	for _, n := range s.Notes {

@@ -184,7 +184,9 @@ func LimitCaptureAt(div int, full ...string) []byte {
 			panic("simfleet: no filler for section " + name)
 		}
 	}
-	return b.Bytes()
+	// As the client holds a host's output: exactly its bytes (sshexec grows its buffer up to
+	// its bound, never past it), not a buffer grown by doubling.
+	return bytes.Clone(b.Bytes())
 }
 
 // fill writes a section's body and says how many records it holds: n records, or (n < 0) as
