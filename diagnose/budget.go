@@ -25,7 +25,7 @@ const (
 	MaxLineBytes = 2048
 	// MaxProcesses bounds the processes a retained result keeps beside those its findings
 	// name (Retain: node-check and fix read every process, before a result is retained).
-	MaxProcesses = 32
+	MaxProcesses = 48
 	// MaxLimitsOfCode bounds probe-limited's reasons of one code: each is a line a reader
 	// reads, and the eighth PID nvidia-smi lists that /proc could not show says no more than
 	// the first.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -148,6 +149,12 @@ func TestReportView(t *testing.T) {
 		kept := make([]report.Host, len(whole))
 		for i, h := range whole {
 			full[i], kept[i] = h, h
+			// What a report shows of a crowded host is its retained result (diagnose.Retain
+			// folds processes past its budget, and says so: TestHostBudget): the whole is that
+			// result beside the whole snapshot and capture.
+			full[i].Result.Findings = slices.Clone(h.Result.Findings)
+			full[i].Result.Processes = slices.Clone(h.Result.Processes)
+			diagnose.Retain(&full[i].Result)
 			if tp != nil {
 				r := diagnose.CheckReadiness(h.Snapshot, h.Result, *tp)
 				full[i].Readiness = &r

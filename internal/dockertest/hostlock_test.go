@@ -1,0 +1,12 @@
+package dockertest
+
+import (
+	"os"
+	"testing"
+
+	"github.com/gputriage/gputriage/internal/testenv"
+)
+
+// TestMain runs this package's tests holding the lock of the packages whose tests see the
+// whole machine (testenv.RunHostExclusive): its containers hold GPU devices.
+func TestMain(m *testing.M) { os.Exit(testenv.RunHostExclusive(m)) }
