@@ -141,91 +141,107 @@ type SlurmSection struct {
 // line and a "gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN" line. A job or node given twice is
 // left out and returned in Contested.
 func ParseSlurmSection(r io.Reader) (SlurmSection, error) {
-	var sec SlurmSection
 	b, rerr := readInput(r)
-	var errs errList
-	errs.add(rerr)
-	var zone *time.Location
-	var out []SlurmJob
-	seen := map[string]bool{}
-	once := func(key string, i int, l string) bool {
-		if seen[key] {
-			errs.addf("slurm line %d: a second %s line: %s", i+1, key, q(l))
-			return false
-		}
-		seen[key] = true
-		return true
-	}
+	p := slurmLines{seen: map[string]bool{}}
+	p.errs.add(rerr)
 	for i, l := range splitLines(b) {
-		f := strings.Fields(l)
-		switch {
-		case len(f) == 0:
-			continue
-		case len(f) == 2 && f[0] == "tz" && zone == nil && i == 0:
-			zone = parseZone(f[1])
-			continue
-		case len(f) > 0 && f[0] == "timeouts":
-			t, ok := parseSlurmTimeouts(f)
-			if !ok || seen["timeouts"] {
-				errs.addf("slurm line %d: want one timeouts KILLWAIT UNKILLABLE: %s", i+1, q(l))
-				sec.Timeouts = SlurmTimeouts{}
-			} else {
-				sec.Timeouts = t
-			}
-			seen["timeouts"] = true
-			continue
-		case len(f) > 0 && f[0] == "gres":
-			g, ok := parseSlurmGRES(f)
-			if !ok {
-				errs.addf("slurm line %d: want gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN: %s", i+1, q(l))
-			} else if once("gres", i, l) {
-				sec.GRES = g
-			} else {
-				sec.GRES = SlurmGRES{}
-			}
-			continue
-		case len(f) > 0 && f[0] == "node":
-			n, ok := parseSlurmNodeLine(f)
-			switch {
-			case !ok:
-				errs.addf("slurm line %d: want node NAME RC BASE64: %s", i+1, q(l))
-			case len(sec.Nodes) == maxSlurmNodes:
-				errs.addf("slurm: more than %d nodes, rest ignored", maxSlurmNodes)
-			default:
-				sec.Nodes = append(sec.Nodes, n)
-			}
-			continue
-		case len(f) < 2 || !isDigits(f[0]) || len(f[0]) > 10:
-			errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
-			continue
-		}
-		if len(out) == maxSlurmJobs {
-			errs.addf("slurm: more than %d jobs, rest ignored", maxSlurmJobs)
+		if !p.line(i, l) {
 			break
 		}
-		j := SlurmJob{ID: f[0]}
-		if f[1] != "-" {
-			rc, ok := atoiNonNeg(f[1])
-			var text []byte
-			var err error
-			if len(f) > 2 {
-				text, err = base64.StdEncoding.DecodeString(f[2])
-			}
-			if !ok || err != nil || len(f) > 3 {
-				errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
-				continue
-			}
-			j.Asked, j.ExitCode = true, &rc
-			readSlurmJob(&j, text, zone)
-		}
-		out = append(out, j)
 	}
 	var twice []string
-	sec.Jobs, twice = onlyOnce(out, func(j SlurmJob) string { return "job " + j.ID })
-	sec.Contested = append(sec.Contested, twice...)
-	sec.Nodes, twice = onlyOnce(sec.Nodes, func(n SlurmNode) string { return "node " + n.Name })
-	sec.Contested = append(sec.Contested, twice...)
-	return sec, errs.err()
+	p.sec.Jobs, twice = onlyOnce(p.jobs, func(j SlurmJob) string { return "job " + j.ID })
+	p.sec.Contested = append(p.sec.Contested, twice...)
+	p.sec.Nodes, twice = onlyOnce(p.sec.Nodes, func(n SlurmNode) string { return "node " + n.Name })
+	p.sec.Contested = append(p.sec.Contested, twice...)
+	return p.sec, p.errs.err()
+}
+
+// slurmLines is ParseSlurmSection's state: what the lines read so far gave.
+type slurmLines struct {
+	sec  SlurmSection
+	errs errList
+	zone *time.Location // from the first line's tz
+	jobs []SlurmJob
+	seen map[string]bool // the lines that may come once: timeouts, gres
+}
+
+// line reads line i (l); false when no line after it is read (more jobs than maxSlurmJobs).
+func (p *slurmLines) line(i int, l string) bool {
+	f := strings.Fields(l)
+	switch {
+	case len(f) == 0:
+	case len(f) == 2 && f[0] == "tz" && p.zone == nil && i == 0:
+		p.zone = parseZone(f[1])
+	case f[0] == "timeouts":
+		t, ok := parseSlurmTimeouts(f)
+		if !ok || p.seen["timeouts"] {
+			p.errs.addf("slurm line %d: want one timeouts KILLWAIT UNKILLABLE: %s", i+1, q(l))
+			t = SlurmTimeouts{}
+		}
+		p.sec.Timeouts = t
+		p.seen["timeouts"] = true
+	case f[0] == "gres":
+		p.gres(i, l, f)
+	case f[0] == "node":
+		n, ok := parseSlurmNodeLine(f)
+		switch {
+		case !ok:
+			p.errs.addf("slurm line %d: want node NAME RC BASE64: %s", i+1, q(l))
+		case len(p.sec.Nodes) == maxSlurmNodes:
+			p.errs.addf("slurm: more than %d nodes, rest ignored", maxSlurmNodes)
+		default:
+			p.sec.Nodes = append(p.sec.Nodes, n)
+		}
+	case len(f) < 2 || !isDigits(f[0]) || len(f[0]) > 10:
+		p.errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
+	case len(p.jobs) == maxSlurmJobs:
+		p.errs.addf("slurm: more than %d jobs, rest ignored", maxSlurmJobs)
+		return false
+	default:
+		if j, ok := parseSlurmJobLine(f, p.zone); ok {
+			p.jobs = append(p.jobs, j)
+		} else {
+			p.errs.addf("slurm line %d: want JOB RC BASE64: %s", i+1, q(l))
+		}
+	}
+	return true
+}
+
+// gres reads the "gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN" line; a second one unsets it.
+func (p *slurmLines) gres(i int, l string, f []string) {
+	g, ok := parseSlurmGRES(f)
+	switch {
+	case !ok:
+		p.errs.addf("slurm line %d: want gres GRESTYPES CONSTRAINDEVICES TASKPLUGIN: %s", i+1, q(l))
+	case p.seen["gres"]:
+		p.errs.addf("slurm line %d: a second %s line: %s", i+1, "gres", q(l))
+		p.sec.GRES = SlurmGRES{}
+	default:
+		p.seen["gres"] = true
+		p.sec.GRES = g
+	}
+}
+
+// parseSlurmJobLine reads "JOB RC BASE64" (f, its fields; JOB checked by the caller), or
+// "JOB -" for a job not asked: BASE64 the output of scontrol show job -d -o JOB.
+func parseSlurmJobLine(f []string, zone *time.Location) (SlurmJob, bool) {
+	j := SlurmJob{ID: f[0]}
+	if f[1] == "-" {
+		return j, true
+	}
+	rc, ok := atoiNonNeg(f[1])
+	var text []byte
+	var err error
+	if len(f) > 2 {
+		text, err = base64.StdEncoding.DecodeString(f[2])
+	}
+	if !ok || err != nil || len(f) > 3 {
+		return j, false
+	}
+	j.Asked, j.ExitCode = true, &rc
+	readSlurmJob(&j, text, zone)
+	return j, true
 }
 
 // parseSlurmTimeouts reads "timeouts KILLWAIT UNKILLABLE", each seconds (at most 9 digits)
