@@ -11,9 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -52,14 +52,10 @@ func TestProbeLaunchEnv(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	var chain []int // leaf, sh
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if chain = descend(cmd.Process.Pid); len(chain) == 2 && strings.Contains(comm(chain[0]), "sleep") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sleep under sh: %v", chain)
-		}
-	}
+	testenv.WaitFor(t, "a sleep under sh", func() bool {
+		chain = descend(cmd.Process.Pid)
+		return len(chain) == 2 && strings.Contains(comm(chain[0]), "sleep")
+	})
 	// A holder of a deleted /dev/shm file that holds no GPU is described, its environ unread.
 	shm := exec.Command("sh", "-c", `exec 3<>"$1" && rm "$1" && echo ready && exec sleep 600`, "sh", fmt.Sprintf("/dev/shm/gt-launchenv-%d", os.Getpid()))
 	shm.Env = []string{"PATH=/usr/bin:/bin", "TORCHELASTIC_RUN_ID=shm-holder-run"}

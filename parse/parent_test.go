@@ -20,6 +20,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
 )
@@ -398,15 +399,10 @@ func TestProbeAncestorsToInit(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	var chain []int // leaf, inner sh, outer sh
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testenv.WaitFor(t, "a sleep under two shells", func() bool {
 		chain = descend(cmd.Process.Pid)
-		if len(chain) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sleep under two shells: %v", chain)
-		}
-	}
+		return len(chain) == 3
+	})
 	s, _ := probe(t, smiListing(t, 0, chain[0]))
 	leaf := proc(s, chain[0])
 	if leaf == nil || leaf.ParentOnly || leaf.Threads == nil || *leaf.Threads != 1 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // The process tree (issue 16 §1): workers whose launcher died, an older generation beside a
@@ -39,7 +40,7 @@ func (s *stage) orphanWorkers(srv scenario.Server, n int) []int {
 		s.t.Fatal(err)
 	}
 	for _, w := range ws {
-		waitFor(s.t, fmt.Sprintf("worker %d re-parented", w), func() bool { return ppid(w) != l.PID })
+		testenv.WaitFor(s.t, fmt.Sprintf("worker %d re-parented", w), func() bool { return ppid(w) != l.PID })
 	}
 	return ws
 }
@@ -90,16 +91,6 @@ func procState(pid int) string {
 		return ""
 	}
 	return string(b[i+2])
-}
-
-// waitFor waits until cond holds, for up to 20 seconds (a loaded machine is slow).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // killOf is a fix command that would signal pid.
@@ -167,7 +158,7 @@ func TestStagedTree(t *testing.T) {
 		{"a zombie leader whose threads run on is stopped by PID", func(s *stage, said *[]string) expect {
 			s.gpuSet([]int64{81559})
 			z := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", ZombieLeader: true}, false)
-			waitFor(s.t, "the zombie leader", func() bool { return procState(z.PID) == "Z" })
+			testenv.WaitFor(s.t, "the zombie leader", func() bool { return procState(z.PID) == "Z" })
 			s.hold(z.PID, 0, 50_000)
 			// Its parent is this test: no command may end it (the evidence names it as the parent).
 			return expect{code: diagnose.CodeLeftoverProcess, culprit: z.PID, fix: []string{fmt.Sprintf("kill -9 %d  # its main thread has exited: only SIGKILL reaches the threads that run on", z.PID)},

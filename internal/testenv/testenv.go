@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Programs finds each of names on PATH, else in dirs, and returns their paths by name. When
@@ -118,4 +119,16 @@ func StartReady(t testing.TB, cmd *exec.Cmd) int {
 		t.Fatalf("%s did not start: %q", filepath.Base(cmd.Path), line)
 	}
 	return pid
+}
+
+// WaitFor polls cond every 10 ms until it holds: a process's state in /proc (re-parented,
+// turned zombie, its child started) has no event to wait on. The 20 s are no assertion of
+// speed, only a bound on a test that would otherwise hang.
+func WaitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }
