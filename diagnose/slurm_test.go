@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"github.com/gputriage/gputriage/internal/snaptest"
 	"slices"
 	"strings"
 	"testing"
@@ -9,42 +10,11 @@ import (
 	"github.com/gputriage/gputriage/parse"
 )
 
-// slurmHost is a host with four GPUs and one process of Slurm job 4242 (alice's) holding
-// 55 GiB on gpu, in the v1 freezer cgroup of node2 of a host running several slurmd, and what
-// Slurm said of the job.
-func slurmHost(gpu int, job parse.SlurmJob) *parse.Snapshot {
-	s := &parse.Snapshot{Host: baseHost(0), GPUs: idleRTX(4), Shm: okShm()}
-	s.Apps = []parse.ComputeApp{app(20629, gpu, 56_320, "python")}
-	s.Holders = holders(20629, "/dev/nvidiactl", "/dev/nvidia"+string(rune('0'+gpu)))
-	p := proc(20629, 20600, "S", 1000, "alice", 3*time.Hour, "python", "train.py")
-	p.Cgroup = parse.Cgroup{Path: "/slurm_node2/uid_1000/job_4242/step_0", SlurmJob: "4242", SlurmStep: "0", SlurmNode: "node2"}
-	s.Processes = []parse.Process{p}
-	job.ID, job.Asked = "4242", true
-	if job.ExitCode == nil {
-		job.ExitCode = ip(0)
-	}
-	s.SlurmJobs = []parse.SlurmJob{job}
-	return withGres(s, "gpu:4", "node2")
-}
-
-// withGres is s with Slurm saying each of nodes has Gres gres ("gpu:4", "(null)"), GresTypes
-// gpu and devices not constrained.
-func withGres(s *parse.Snapshot, gres string, nodes ...string) *parse.Snapshot {
-	s.SlurmNodes = nil
-	for _, n := range nodes {
-		has := gres != "(null)"
-		s.SlurmNodes = append(s.SlurmNodes, parse.SlurmNode{Name: n, Asked: true, ExitCode: ip(0), Gres: gres, GPUGres: &has})
-	}
-	no, yes := false, true
-	s.SlurmGRES = parse.SlurmGRES{Types: []string{"gpu"}, TypesKnown: true, ConstrainDevices: &no, TaskCgroup: &yes}
-	return s
-}
-
-func runningJob(nodes string, gpus ...int) parse.SlurmJob {
-	start := refTime.Add(-3 * time.Hour)
-	return parse.SlurmJob{Name: "train", State: "RUNNING", User: "alice", UID: ip(1000), StartTime: &start, NodeList: nodes,
-		Alloc: []parse.SlurmAlloc{{Nodes: nodes, GPUs: gpus, GPUsKnown: true}}}
-}
+var (
+	slurmHost  = snaptest.SlurmHost
+	withGres   = snaptest.WithGres
+	runningJob = snaptest.RunningJob
+)
 
 func endedJob(state string, ago time.Duration) parse.SlurmJob {
 	j := runningJob("node2")
@@ -309,33 +279,5 @@ func TestSlurmOutsideAllocation(t *testing.T) {
 		if strings.Contains(f.Title+f.Explanation+strings.Join(f.Evidence, " "), "allocated GPU") {
 			t.Errorf("words of allocation on a node without GRES:\n%s", dump(res.Findings))
 		}
-	}
-}
-
-// A node check counts gpu-outside-allocation as a problem (and so drains for it) only when
-// told to; otherwise it is a note. In a Prolog or Epilog, a GPU of the job that such a
-// process holds is still not free.
-func TestNodeCheckOutsideAllocation(t *testing.T) {
-	res := Diagnose(slurmHost(3, runningJob("node2", 0, 1)), refTime)
-	if p := CheckNode(res, NodeScope{}); len(p) != 0 {
-		t.Errorf("problems without Unconstrained: %+v", p)
-	}
-	notes := NodeNotes(res, NodeScope{})
-	if len(notes) != 1 || notes[0].Code != CodeGPUOutsideAllocation || notes[0].PID != 20629 || notes[0].Job != "4242" {
-		t.Errorf("notes %+v", notes)
-	}
-	p := CheckNode(res, NodeScope{Unconstrained: true})
-	if len(p) != 1 || len(NodeNotes(res, NodeScope{Unconstrained: true})) != 0 {
-		t.Fatalf("with Unconstrained: problems %+v", p)
-	}
-	if r, want := DrainReason(p), "gputriage: gpu-outside-allocation (train.py) PID 20629 56320 MiB GPU 3 job 4242"; r != want {
-		t.Errorf("drain reason %q, want %q", r, want)
-	}
-	prolog := CheckNode(res, NodeScope{GPUs: []int{3}, RequireFree: true})
-	if len(prolog) != 1 || prolog[0].Code != CodeGPUNotFree || prolog[0].PID != 20629 {
-		t.Errorf("prolog of a job given GPU 3: %+v", prolog)
-	}
-	if p := CheckNode(res, NodeScope{GPUs: []int{2}, RequireFree: true}); len(p) != 0 {
-		t.Errorf("prolog of a job given GPU 2: %+v", p)
 	}
 }

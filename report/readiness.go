@@ -7,13 +7,14 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/hostlist"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 // ReadinessLines renders one host's readiness (--tp) as plain lines, without indentation of
 // their own beyond two spaces for the details under a heading, no color and no wrapping: the
 // text and Markdown renderers place and style them. Everything that came from the host is
 // sanitized.
-func ReadinessLines(r diagnose.Readiness) []string {
+func ReadinessLines(r readiness.Readiness) []string {
 	out := []string{Sanitize(r.Reason)}
 	out = append(out, "checked: "+readinessJob(r.Job))
 	if c := r.Job.ContextOverheadMiB; c > 0 && len(r.Verdicts) > 0 {
@@ -51,7 +52,7 @@ func ReadinessLines(r diagnose.Readiness) []string {
 
 // FleetReadinessLines is the sweep's answer to "which hosts can take this job": one line per
 // kind of answer that has hosts, the hosts folded (gpu[01-04,07]).
-func FleetReadinessLines(f diagnose.FleetReadiness) []string {
+func FleetReadinessLines(f readiness.Fleet) []string {
 	var out []string
 	add := func(label string, hosts []string) {
 		if len(hosts) > 0 {
@@ -65,10 +66,8 @@ func FleetReadinessLines(f diagnose.FleetReadiness) []string {
 	return out
 }
 
-var readinessEngineNames = map[string]string{diagnose.EngineSGLang: "SGLang", diagnose.EngineVLLM: "vLLM"}
-
 func readinessEngine(e string) string {
-	if n, ok := readinessEngineNames[e]; ok {
+	if n := readiness.EngineTitle(e); n != "" {
 		return n
 	}
 	return Sanitize(e)
@@ -76,11 +75,11 @@ func readinessEngine(e string) string {
 
 // readinessJob is "TP 8; SGLang, vLLM (gpu_memory_utilization 0.9); 1,280 MiB CUDA context per
 // rank taken from nvidia-smi's free".
-func readinessJob(j diagnose.Job) string {
+func readinessJob(j readiness.Job) string {
 	var engines []string
 	for _, e := range j.Engines {
 		n := readinessEngine(e)
-		if e == diagnose.EngineVLLM {
+		if e == readiness.EngineVLLM {
 			n += " (gpu_memory_utilization " + strconv.FormatFloat(j.GPUMemoryUtilization, 'f', -1, 64) + ")"
 		}
 		engines = append(engines, n)
@@ -97,7 +96,7 @@ func readinessJob(j diagnose.Job) string {
 	return strings.Join(parts, "; ")
 }
 
-func readinessVerdicts(vs []diagnose.EngineVerdict) []string {
+func readinessVerdicts(vs []readiness.EngineVerdict) []string {
 	var out []string
 	for _, v := range vs {
 		word := "fails "
@@ -110,7 +109,7 @@ func readinessVerdicts(vs []diagnose.EngineVerdict) []string {
 }
 
 // readinessBlocker is "GPU 0: 41,958 MiB free; PID 20629 (python3) holds 55,286 MiB, leftover".
-func readinessBlocker(b diagnose.Blocker) string {
+func readinessBlocker(b readiness.Blocker) string {
 	s := fmt.Sprintf("GPU %d: %s MiB free", b.GPU, mib(b.FreeMiB))
 	for _, h := range b.Holders {
 		s += fmt.Sprintf("; PID %d", h.PID)
@@ -199,7 +198,7 @@ type FleetReadinessJSON struct {
 }
 
 // ReadinessJSONOf converts a readiness for the JSON report.
-func ReadinessJSONOf(r diagnose.Readiness) ReadinessJSON {
+func ReadinessJSONOf(r readiness.Readiness) ReadinessJSON {
 	j := ReadinessJSON{
 		TP: r.Job.TP, Engines: readinessList(validAll(r.Job.Engines)), GPUMemoryUtilization: r.Job.GPUMemoryUtilization,
 		NeedMiB: r.Job.NeedMiB, ContextOverheadMiB: r.Job.ContextOverheadMiB,
@@ -223,14 +222,14 @@ func ReadinessJSONOf(r diagnose.Readiness) ReadinessJSON {
 }
 
 // FleetReadinessJSONOf converts a fleet summary for the JSON report.
-func FleetReadinessJSONOf(f diagnose.FleetReadiness) FleetReadinessJSON {
+func FleetReadinessJSONOf(f readiness.Fleet) FleetReadinessJSON {
 	return FleetReadinessJSON{
 		ReadyNow: readinessList(validAll(f.ReadyNow)), ReadyWithSubset: readinessList(validAll(f.ReadyWithSubset)),
 		ReadyAfterFix: readinessList(validAll(f.ReadyAfterFix)), NotReady: readinessList(validAll(f.NotReady)),
 	}
 }
 
-func readinessVerdictsJSON(vs []diagnose.EngineVerdict) []ReadinessVerdictJSON {
+func readinessVerdictsJSON(vs []readiness.EngineVerdict) []ReadinessVerdictJSON {
 	out := []ReadinessVerdictJSON{}
 	for _, v := range vs {
 		out = append(out, ReadinessVerdictJSON{Engine: validUTF8(v.Engine), Pass: v.Pass, Formula: validUTF8(v.Formula), FailingGPUs: orEmpty(v.Failing)})
@@ -247,16 +246,16 @@ func readinessList(xs []string) []string {
 }
 
 // fleetReadiness summarizes the hosts' readiness when --tp was given (any host has one).
-func fleetReadiness(hosts []Host) *diagnose.FleetReadiness {
-	var hr []diagnose.HostReadiness
+func fleetReadiness(hosts []Host) *readiness.Fleet {
+	var hr []readiness.Host
 	for _, h := range hosts {
 		if h.Readiness != nil {
-			hr = append(hr, diagnose.HostReadiness{Host: h.Name, Readiness: *h.Readiness})
+			hr = append(hr, readiness.Host{Host: h.Name, Readiness: *h.Readiness})
 		}
 	}
 	if hr == nil {
 		return nil
 	}
-	f := diagnose.SummarizeReadiness(hr)
+	f := readiness.Summarize(hr)
 	return &f
 }

@@ -6,21 +6,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/readiness"
 )
 
-// The readiness values are built by hand, as diagnose.CheckReadiness gives them for ct200, so
+// The readiness values are built by hand, as readiness.Check gives them for ct200, so
 // these tests do not depend on the diagnosis.
 
-func ct200TP8() diagnose.Readiness {
-	return diagnose.Readiness{
-		Job:  diagnose.Job{TP: 8, Engines: []string{"sglang", "vllm"}, GPUMemoryUtilization: 0.9, ContextOverheadMiB: 1280},
+func ct200TP8() readiness.Readiness {
+	return readiness.Readiness{
+		Job:  readiness.Job{TP: 8, Engines: []string{"sglang", "vllm"}, GPUMemoryUtilization: 0.9, ContextOverheadMiB: 1280},
 		GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7},
-		Verdicts: []diagnose.EngineVerdict{
+		Verdicts: []readiness.EngineVerdict{
 			{Engine: "sglang", Formula: "min free 40,678 MiB (GPU 0) < 0.9 × max free 95,972 MiB (GPU 1) = 86,375 MiB", Failing: []int{0}},
 			{Engine: "vllm", Formula: "free ≥ 0.9 × total on every GPU (total as CUDA sees it: 97,887 − 635 reserved = 97,252 MiB): GPU 0 has 40,678 MiB < 0.9 × 97,252 = 87,527 MiB (fails on GPU 0)", Failing: []int{0}},
 		},
-		Blockers: []diagnose.Blocker{{GPU: 0, FreeMiB: 41958, Holders: []diagnose.Holder{{PID: 20629, Name: "python3", MiB: 55286, Leftover: true}}}},
+		Blockers: []readiness.Blocker{{GPU: 0, FreeMiB: 41958, Holders: []readiness.Holder{{PID: 20629, Name: "python3", MiB: 55286, Leftover: true}}}},
 		AfterFix: true,
 		FixPIDs:  []int{20629},
 		Reason: "Not ready: GPUs 0-7 fail SGLang's and vLLM's startup checks, and no set of 8 GPUs on this host can pass: " +
@@ -28,14 +28,14 @@ func ct200TP8() diagnose.Readiness {
 	}
 }
 
-func ct200TP7() diagnose.Readiness {
+func ct200TP7() readiness.Readiness {
 	r := ct200TP8()
 	r.Job.TP = 7
 	r.GPUs = r.GPUs[:7]
 	r.Blockers = nil
 	r.Subset = []int{1, 2, 3, 4, 5, 6, 7}
 	r.SubsetEnv = "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7"
-	r.SubsetVerdicts = []diagnose.EngineVerdict{
+	r.SubsetVerdicts = []readiness.EngineVerdict{
 		{Engine: "sglang", Pass: true, Formula: "min free 95,972 MiB (GPU 1) ≥ 0.9 × max free 95,972 MiB (GPU 1) = 86,375 MiB"},
 		{Engine: "vllm", Pass: true, Formula: "free ≥ 0.9 × total on every GPU (total as CUDA sees it: 97,887 − 635 reserved = 97,252 MiB): tightest GPU 1 has 95,972 MiB ≥ 0.9 × 97,252 = 87,527 MiB"},
 	}
@@ -48,7 +48,7 @@ func TestReadinessLines(t *testing.T) {
 	need := int64(81920)
 	tests := []struct {
 		name string
-		r    diagnose.Readiness
+		r    readiness.Readiness
 		want []string
 	}{
 		{"ct200 TP 8", ct200TP8(), []string{
@@ -74,11 +74,11 @@ func TestReadinessLines(t *testing.T) {
 			"  vLLM    passes  free ≥ 0.9 × total on every GPU (total as CUDA sees it: 97,887 − 635 reserved = 97,252 MiB): tightest GPU 1 has 95,972 MiB ≥ 0.9 × 97,252 = 87,527 MiB",
 			"after stopping leftover PID 20629 (see leftover-process): GPUs 0-6 would pass",
 		}},
-		{"vLLM only, --need, no context, not enough after the fix", diagnose.Readiness{
-			Job:      diagnose.Job{TP: 2, Engines: []string{"vllm"}, GPUMemoryUtilization: 0.95, NeedMiB: &need},
+		{"vLLM only, --need, no context, not enough after the fix", readiness.Readiness{
+			Job:      readiness.Job{TP: 2, Engines: []string{"vllm"}, GPUMemoryUtilization: 0.95, NeedMiB: &need},
 			GPUs:     []int{0, 1},
-			Verdicts: []diagnose.EngineVerdict{{Engine: "vllm", Formula: "f", Failing: []int{0, 1}}},
-			Blockers: []diagnose.Blocker{{GPU: 0, FreeMiB: 1000, UnattributedMiB: 3000}, {GPU: 1, FreeMiB: 80000}},
+			Verdicts: []readiness.EngineVerdict{{Engine: "vllm", Formula: "f", Failing: []int{0, 1}}},
+			Blockers: []readiness.Blocker{{GPU: 0, FreeMiB: 1000, UnattributedMiB: 3000}, {GPU: 1, FreeMiB: 80000}},
 			FixPIDs:  []int{7, 9},
 			Notes:    []string{"GPU 3 has MIG enabled and cannot hold a tensor-parallel rank: left out"},
 			Reason:   "Not ready.",
@@ -93,8 +93,8 @@ func TestReadinessLines(t *testing.T) {
 			"stopping leftover PIDs 7, 9 (see leftover-process) would not be enough on GPUs 0, 1",
 			"note: GPU 3 has MIG enabled and cannot hold a tensor-parallel rank: left out",
 		}},
-		{"nvidia-smi failed", diagnose.Readiness{
-			Job:    diagnose.Job{TP: 8, Engines: []string{"sglang"}, GPUMemoryUtilization: 0.9, ContextOverheadMiB: 1024},
+		{"nvidia-smi failed", readiness.Readiness{
+			Job:    readiness.Job{TP: 8, Engines: []string{"sglang"}, GPUMemoryUtilization: 0.9, ContextOverheadMiB: 1024},
 			Reason: `Not ready: nvidia-smi failed (no-driver), so no GPU memory can be checked (see smi-failed): "NVIDIA-SMI has failed."`,
 		}, []string{
 			`Not ready: nvidia-smi failed (no-driver), so no GPU memory can be checked (see smi-failed): "NVIDIA-SMI has failed."`,
@@ -132,7 +132,7 @@ func TestReadinessLinesSanitized(t *testing.T) {
 			t.Errorf("escape %s not shown in:\n%s", want, joined)
 		}
 	}
-	for _, l := range FleetReadinessLines(diagnose.FleetReadiness{NotReady: []string{"gpu" + csiRed}}) {
+	for _, l := range FleetReadinessLines(readiness.Fleet{NotReady: []string{"gpu" + csiRed}}) {
 		if strings.Contains(l, "\x1b") {
 			t.Errorf("fleet line carries ESC raw: %q", l)
 		}
@@ -140,7 +140,7 @@ func TestReadinessLinesSanitized(t *testing.T) {
 }
 
 func TestFleetReadinessLines(t *testing.T) {
-	f := diagnose.FleetReadiness{
+	f := readiness.Fleet{
 		ReadyNow:        []string{"gpu01", "gpu02", "gpu03", "gpu04", "gpu07"},
 		ReadyWithSubset: []string{"gpu05"},
 		NotReady:        []string{"gpu08", "gpu09", "login1"},
@@ -153,7 +153,7 @@ func TestFleetReadinessLines(t *testing.T) {
 	if got := FleetReadinessLines(f); !slices.Equal(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
-	if got := FleetReadinessLines(diagnose.FleetReadiness{}); got != nil {
+	if got := FleetReadinessLines(readiness.Fleet{}); got != nil {
 		t.Errorf("empty fleet: %q", got)
 	}
 }
@@ -188,7 +188,7 @@ func TestReadinessJSON(t *testing.T) {
 		}
 	}
 
-	got = marshal(FleetReadinessJSONOf(diagnose.FleetReadiness{ReadyNow: []string{"gpu01"}, NotReady: []string{"bad\xffhost"}}))
+	got = marshal(FleetReadinessJSONOf(readiness.Fleet{ReadyNow: []string{"gpu01"}, NotReady: []string{"bad\xffhost"}}))
 	if want := `{"ready_now":["gpu01"],"ready_with_subset":[],"ready_after_fix":[],"not_ready":["bad` + "\uFFFD" + `host"]}`; got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}

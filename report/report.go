@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 // Host is one host's outcome, as the caller collected it.
@@ -27,7 +28,7 @@ type Host struct {
 	// (at least MarkdownCaptureBytes of it); 0 when Capture is whole.
 	CaptureSize int
 	// Readiness answers "will this job start here?" when --tp was given; nil otherwise.
-	Readiness *diagnose.Readiness
+	Readiness *readiness.Readiness
 	// ProbeDuration is the wall time of the host's probe as the caller measured it (over SSH,
 	// from the connect on); 0 when unknown, as for a replay.
 	ProbeDuration time.Duration

@@ -14,6 +14,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/hostlist"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 // Text writes the report for a terminal: per host a header, a memory bar per GPU (identical
@@ -224,7 +225,7 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 
 // readiness shows the --tp verdict: its first line (the answer) styled by outcome, the
 // formulas and what to do under it.
-func (t *textWriter) readiness(r diagnose.Readiness) {
+func (t *textWriter) readiness(r readiness.Readiness) {
 	lines := ReadinessLines(r)
 	st := t.st.failed
 	if r.Ready || r.Subset != nil {

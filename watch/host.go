@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 // Host follows one host from round to round. Its zero value is not usable: see NewHost.
@@ -216,7 +217,7 @@ func (h *Host) holds(r Round, cur *state) (bool, string) {
 		if h.cfg.Job == nil || r.Snapshot == nil {
 			return false, "a job to check"
 		}
-		if rd := diagnose.CheckReadiness(r.Snapshot, r.Result, *h.cfg.Job); !rd.Ready {
+		if rd := readiness.Check(r.Snapshot, r.Result, *h.cfg.Job); !rd.Ready {
 			return false, "the job to fit: " + rd.Reason
 		}
 		return true, ""

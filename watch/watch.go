@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 // Until is the condition a watch waits for.
@@ -37,7 +38,7 @@ const MemoryChangeMiB = 256
 // Config says what a Host waits for.
 type Config struct {
 	Until Until
-	Job   *diagnose.Job // for UntilReady
+	Job   *readiness.Job // for UntilReady
 }
 
 // Round is one probe of one host.

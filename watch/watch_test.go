@@ -7,6 +7,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 var t0 = time.Date(2026, 12, 1, 1, 2, 3, 0, time.UTC)
@@ -188,9 +189,9 @@ func TestUntilClean(t *testing.T) {
 	}
 }
 
-// TestUntilReady: --until ready asks diagnose.CheckReadiness with the job.
+// TestUntilReady: --until ready asks readiness.Check with the job.
 func TestUntilReady(t *testing.T) {
-	job := diagnose.Job{TP: 2, Engines: []string{diagnose.EngineVLLM}, GPUMemoryUtilization: 0.9, ContextOverheadMiB: 1280}
+	job := readiness.Job{TP: 2, Engines: []string{readiness.EngineVLLM}, GPUMemoryUtilization: 0.9, ContextOverheadMiB: 1280}
 	h := NewHost(Config{Until: UntilReady, Job: &job})
 	if st, _ := h.Observe(round(0, []int64{60000, 9})); st.Holds {
 		t.Errorf("ready with GPU 0 three quarters full")

@@ -3,16 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
-	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -115,11 +112,11 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 	}
 	switch {
 	case len(problems) > 0 && nc.drain:
-		if err := drainNode(ctx, node, diagnose.DrainReason(problems), e.stdout); err != nil {
+		if err := nodecheck.Drain(ctx, node, nodecheck.DrainReason(problems), e.stdout); err != nil {
 			return exitHostsFailed, err
 		}
 	case len(problems) == 0 && nc.resume:
-		if err := resumeNode(ctx, node, e.stdout); err != nil {
+		if err := nodecheck.Resume(ctx, node, e.stdout); err != nil {
 			return exitHostsFailed, err
 		}
 	}
@@ -130,14 +127,14 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 }
 
 // judge looks at this node and returns its problems: none at once when the idle gate proves
-// the node clean, else those CheckNode finds on the probe. A failed probe, or a job's GPU
+// the node clean, else those nodecheck.Check finds on the probe. A failed probe, or a job's GPU
 // list that is not one, is an exit code other than exitOK, with nothing judged.
-func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problems, notes []diagnose.NodeProblem, code int, err error) {
-	scope := diagnose.IdleScope{Job: job, SlurmGPUs: e.getenv("SLURM_JOB_GPUS"), CUDAVisible: e.getenv("CUDA_VISIBLE_DEVICES")}
+func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problems, notes []nodecheck.Problem, code int, err error) {
+	scope := nodecheck.IdleScope{Job: job, SlurmGPUs: e.getenv("SLURM_JOB_GPUS"), CUDAVisible: e.getenv("CUDA_VISIBLE_DEVICES")}
 	timeout := nc.timeout
 	if !nc.fullProbe {
 		start := time.Now()
-		doubts := diagnose.IdleGate(idleFacts(ctx, time.Duration(smiSeconds(timeout))*time.Second), scope)
+		doubts := nodecheck.IdleGate(nodecheck.ReadIdleFacts(ctx, time.Duration(smiSeconds(timeout))*time.Second), scope)
 		took := time.Since(start).Round(time.Millisecond)
 		if len(doubts) == 0 {
 			nc.debugf(e, "idle gate: clean in %s, without the probe: no compute app, no GPU memory in use, only driver helpers on the GPUs' devices, no deleted /dev/shm file held, /dev/shm neither full nor holding 64 MiB", took)
@@ -153,15 +150,15 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problem
 			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
 		return nil, nil, exitHostsFailed, nil
 	}
-	ns := diagnose.NodeScope{Unconstrained: nc.unconstrained}
+	ns := nodecheck.Scope{Unconstrained: nc.unconstrained}
 	if job {
-		gpus, missing, err := diagnose.JobGPUs(h.Snapshot, scope.SlurmGPUs, scope.CUDAVisible)
+		gpus, missing, err := nodecheck.JobGPUs(h.Snapshot, scope.SlurmGPUs, scope.CUDAVisible)
 		if err != nil {
 			return nil, nil, exitUsage, usagef("node-check: %v", err)
 		}
-		ns = diagnose.NodeScope{GPUs: gpus, Missing: missing, RequireFree: true, Unconstrained: nc.unconstrained}
+		ns = nodecheck.Scope{GPUs: gpus, Missing: missing, RequireFree: true, Unconstrained: nc.unconstrained}
 	}
-	return diagnose.CheckNode(h.Result, ns), diagnose.NodeNotes(h.Result, ns), exitOK, nil
+	return nodecheck.Check(h.Result, ns), nodecheck.Notes(h.Result, ns), exitOK, nil
 }
 
 // debugf says on stderr, under -v, what node-check did: which path ran and why.
@@ -186,66 +183,4 @@ func nodeName(flag string, getenv func(string) string) (string, error) {
 		return "", usagef("node-check: %q is not a Slurm node name: give --node NAME", name)
 	}
 	return name, nil
-}
-
-// scontrol runs scontrol with args (an argv, never a shell line), bounded in time and output.
-func scontrol(ctx context.Context, args ...string) (string, error) {
-	bin, err := exec.LookPath("scontrol")
-	if err != nil {
-		return "", fmt.Errorf("scontrol: not found on PATH (%s)", os.Getenv("PATH"))
-	}
-	return runBounded(ctx, bin, args...)
-}
-
-// runBounded runs a Slurm client for at most 15 s and keeps at most 64 KiB of its output.
-func runBounded(ctx context.Context, bin string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	out := &capWriter{limit: 64 << 10}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = time.Second
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err,
-			report.Sanitize(strings.TrimSpace(out.buf.String())))
-	}
-	return out.buf.String(), nil
-}
-
-// drainNode drains node with reason, which DrainReason made printable and short.
-func drainNode(ctx context.Context, node, reason string, w io.Writer) error {
-	if _, err := scontrol(ctx, "update", "nodename="+node, "state=drain", "reason="+reason); err != nil {
-		return fmt.Errorf("node-check: draining %s: %w", node, err)
-	}
-	fmt.Fprintf(w, "gputriage: drained %s: %s\n", node, reason)
-	return nil
-}
-
-// resumeNode resumes node when it is drained and its reason starts with "gputriage:". A node
-// that is not drained is left as it is, silently; one drained for another reason too, saying so.
-func resumeNode(ctx context.Context, node string, w io.Writer) error {
-	bin, err := exec.LookPath("sinfo")
-	if err != nil {
-		return fmt.Errorf("node-check: sinfo: not found on PATH (%s)", os.Getenv("PATH"))
-	}
-	out, err := runBounded(ctx, bin, "-h", "-N", "-n", node, "-o", "%T|%E")
-	if err != nil {
-		return fmt.Errorf("node-check: reading the state of %s: %w", node, err)
-	}
-	state, reason, ok := strings.Cut(strings.SplitN(out, "\n", 2)[0], "|")
-	if !ok {
-		return fmt.Errorf("node-check: reading the state of %s: sinfo printed %q", node, report.Sanitize(out))
-	}
-	if !strings.HasPrefix(state, "drain") {
-		return nil
-	}
-	if !strings.HasPrefix(reason, "gputriage:") {
-		fmt.Fprintf(w, "gputriage: %s is clean but stays drained: not drained by gputriage (reason %q)\n", node, report.Sanitize(reason))
-		return nil
-	}
-	if _, err := scontrol(ctx, "update", "nodename="+node, "state=resume"); err != nil {
-		return fmt.Errorf("node-check: resuming %s: %w", node, err)
-	}
-	fmt.Fprintf(w, "gputriage: resumed %s (it was drained for: %s)\n", node, report.Sanitize(reason))
-	return nil
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/readiness"
 )
 
 // readyOptions are the flags of "will my deployment start?" (--tp).
@@ -21,14 +21,14 @@ type readyOptions struct {
 func (o *readyOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.tp, "tp", 0, "check whether a tensor-parallel job of `N` GPUs per host would start, and on which GPUs")
 	fs.StringSliceVar(&o.engines, "engine", nil, "`ENGINES` whose startup check --tp applies: sglang, vllm (default both)")
-	fs.Float64Var(&o.utilization, "gpu-memory-utilization", diagnose.DefaultGPUMemoryUtilization, "vLLM's --gpu-memory-utilization `FRACTION`, for --tp")
+	fs.Float64Var(&o.utilization, "gpu-memory-utilization", readiness.DefaultGPUMemoryUtilization, "vLLM's --gpu-memory-utilization `FRACTION`, for --tp")
 	fs.StringVar(&o.need, "need", "", "memory each GPU must have free for --tp: a `SIZE` such as 80GiB or 70000MiB")
-	fs.StringVar(&o.contextOverhead, "context-overhead", strconv.FormatInt(diagnose.DefaultContextOverheadMiB, 10)+"MiB",
+	fs.StringVar(&o.contextOverhead, "context-overhead", strconv.FormatInt(readiness.DefaultContextOverheadMiB, 10)+"MiB",
 		"memory (`SIZE`) each rank's CUDA context takes before the engines check, for --tp")
 }
 
 // job validates the flags; nil when --tp was not given.
-func (o *readyOptions) job(fs *pflag.FlagSet) (*diagnose.Job, error) {
+func (o *readyOptions) job(fs *pflag.FlagSet) (*readiness.Job, error) {
 	if o.tp == 0 {
 		for _, n := range []string{"engine", "gpu-memory-utilization", "need", "context-overhead"} {
 			if fs.Changed(n) {
@@ -40,10 +40,10 @@ func (o *readyOptions) job(fs *pflag.FlagSet) (*diagnose.Job, error) {
 	if o.tp < 1 || o.tp > 1024 {
 		return nil, usagef("--tp must be between 1 and 1024, got %d", o.tp)
 	}
-	j := &diagnose.Job{TP: o.tp, GPUMemoryUtilization: o.utilization}
+	j := &readiness.Job{TP: o.tp, GPUMemoryUtilization: o.utilization}
 	for _, e := range o.engines {
 		e = strings.ToLower(strings.TrimSpace(e))
-		if e != diagnose.EngineSGLang && e != diagnose.EngineVLLM {
+		if e != readiness.EngineSGLang && e != readiness.EngineVLLM {
 			return nil, usagef("--engine must be sglang or vllm, got %q", e)
 		}
 		j.Engines = append(j.Engines, e)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/fix"
+	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/watch"
 )
@@ -62,12 +62,12 @@ func TestFixPlanMasksSecrets(t *testing.T) {
 // reason sinfo -R shows every user.
 func TestDrainReasonMasksSecrets(t *testing.T) {
 	const tok = "hf_abcdefghijklmnopqrstuvwxyz0123"
-	problems := []diagnose.NodeProblem{{Code: "leftover-process", Title: "PID 42 (" + tok + ") holds GPU 0", PID: 42, Program: tok, GPU: 0, MiB: 1000}}
+	problems := []nodecheck.Problem{{Code: "leftover-process", Title: "PID 42 (" + tok + ") holds GPU 0", PID: 42, Program: tok, GPU: 0, MiB: 1000}}
 	masked := report.MaskSecretsIn(problems)
-	if r := diagnose.DrainReason(masked); strings.Contains(r, tok[:12]) || strings.Contains(masked[0].Title, tok) {
+	if r := nodecheck.DrainReason(masked); strings.Contains(r, tok[:12]) || strings.Contains(masked[0].Title, tok) {
 		t.Errorf("drain reason %q, title %q", r, masked[0].Title)
 	}
-	if !strings.Contains(diagnose.DrainReason(problems), tok[:12]) {
+	if !strings.Contains(nodecheck.DrainReason(problems), tok[:12]) {
 		t.Error("the unmasked reason does not hold the token: the test proves nothing")
 	}
 }

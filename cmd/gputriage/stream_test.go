@@ -17,6 +17,7 @@ import (
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/internal/sshtest"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -143,8 +144,8 @@ func TestReportView(t *testing.T) {
 		whole = append(whole, diagnoseCapture(name, raw))
 	}
 	whole = append(whole, diagnoseCapture("crowded", simfleet.SyntheticCapture(300, 3000)))
-	job := &diagnose.Job{TP: 8, Engines: []string{diagnose.EngineVLLM}}
-	for _, tp := range []*diagnose.Job{nil, job} {
+	job := &readiness.Job{TP: 8, Engines: []string{readiness.EngineVLLM}}
+	for _, tp := range []*readiness.Job{nil, job} {
 		full := make([]report.Host, len(whole))
 		kept := make([]report.Host, len(whole))
 		for i, h := range whole {
@@ -156,7 +157,7 @@ func TestReportView(t *testing.T) {
 			full[i].Result.Processes = slices.Clone(h.Result.Processes)
 			diagnose.Retain(&full[i].Result)
 			if tp != nil {
-				r := diagnose.CheckReadiness(h.Snapshot, h.Result, *tp)
+				r := readiness.Check(h.Snapshot, h.Result, *tp)
 				full[i].Readiness = &r
 			}
 			triager{job: tp, keep: report.MarkdownCaptureBytes}.finish(&kept[i])

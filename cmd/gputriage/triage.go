@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/readiness"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -124,7 +125,7 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 
 // check refuses a triage or collect command line that parses but cannot run, and returns
 // the renderer and the --tp job (nil: none) the run needs.
-func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []report.Host, report.Options) error, *diagnose.Job, error) {
+func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []report.Host, report.Options) error, *readiness.Job, error) {
 	render, err := o.renderer()
 	if err != nil {
 		return nil, nil, err
@@ -277,8 +278,8 @@ func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) err
 // triager keeps of each diagnosed host what the report needs, so that hosts are dropped as
 // they are diagnosed, not when the report is written.
 type triager struct {
-	job  *diagnose.Job // --tp, answered per host while its whole snapshot is at hand; nil: none
-	keep int           // bytes of the raw capture to keep: what a Markdown report can show
+	job  *readiness.Job // --tp, answered per host while its whole snapshot is at hand; nil: none
+	keep int            // bytes of the raw capture to keep: what a Markdown report can show
 	// see, when set, is given each host while its whole snapshot is at hand (fix builds its
 	// plan there); called from the sweep's goroutines, concurrently.
 	see func(h *report.Host)
@@ -292,7 +293,7 @@ func (tr triager) finish(h *report.Host) {
 		tr.see(h)
 	}
 	if tr.job != nil && h.Err == nil && h.Snapshot != nil {
-		r := diagnose.CheckReadiness(h.Snapshot, h.Result, *tr.job)
+		r := readiness.Check(h.Snapshot, h.Result, *tr.job)
 		h.Readiness = &r
 	}
 	diagnose.Retain(&h.Result)

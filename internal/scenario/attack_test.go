@@ -19,6 +19,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
+	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -137,7 +138,7 @@ func TestAttackFillShm(t *testing.T) {
 			t.Errorf("PID %d, healthy, is blamed (colored in the process table)", pid)
 		}
 	}
-	reason := diagnose.DrainReason(diagnose.CheckNode(r.res, diagnose.NodeScope{}))
+	reason := nodecheck.DrainReason(nodecheck.Check(r.res, nodecheck.Scope{}))
 	for _, pid := range healthy {
 		if scenario.HasToken(reason, strconv.Itoa(pid)) {
 			t.Errorf("node-check's drain reason names healthy PID %d: %q", pid, reason)
@@ -319,13 +320,13 @@ func TestAttackDrainReasonNamesNoHealthyWork(t *testing.T) {
 	if r.finding(diagnose.CodeMemoryImbalance) == nil {
 		t.Fatalf("no memory-imbalance:\n%s", r.text)
 	}
-	problems := diagnose.CheckNode(r.res, diagnose.NodeScope{})
+	problems := nodecheck.Check(r.res, nodecheck.Scope{})
 	for _, p := range problems {
 		if p.PID == h.PID {
 			t.Errorf("node-check's %s problem has the healthy service, PID %d, for its culprit", p.Code, h.PID)
 		}
 	}
-	if reason := diagnose.DrainReason(problems); scenario.HasToken(reason, strconv.Itoa(h.PID)) {
+	if reason := nodecheck.DrainReason(problems); scenario.HasToken(reason, strconv.Itoa(h.PID)) {
 		t.Errorf("node-check's drain reason names the healthy service, PID %d: %q", h.PID, reason)
 	}
 }

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -201,8 +201,8 @@ func (sit situation) judge(r rendered, pids map[string]int) []string {
 		errorf("prometheus: %v", err)
 	}
 	metrics := blamingMetrics(b.String())
-	nodeProblems := diagnose.CheckNode(r.res, diagnose.NodeScope{})
-	drain := diagnose.DrainReason(nodeProblems)
+	nodeProblems := nodecheck.Check(r.res, nodecheck.Scope{})
+	drain := nodecheck.DrainReason(nodeProblems)
 	if v.healthy {
 		for _, f := range r.jsonFindings {
 			if f.Severity != "info" {

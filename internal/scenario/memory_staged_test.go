@@ -19,6 +19,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -225,7 +226,7 @@ func (s *stage) runAll() memRendered {
 	if err := report.Prometheus(&b, []report.Host{{Name: "staged", Snapshot: r.snap, Result: r.res}}, report.Options{}); err != nil {
 		s.t.Fatal(err)
 	}
-	return memRendered{rendered: r, prom: b.String(), drain: diagnose.DrainReason(diagnose.CheckNode(r.res, diagnose.NodeScope{}))}
+	return memRendered{rendered: r, prom: b.String(), drain: nodecheck.DrainReason(nodecheck.Check(r.res, nodecheck.Scope{}))}
 }
 
 // promGPULabels are the gpu labels of every gputriage_finding series of code.

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package nodecheck
 
 import (
 	"bytes"
@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-
-	"github.com/gputriage/gputriage/diagnose"
 )
 
 // Bounds of the gate's look at /proc and /dev/shm: past any of them it doubts (the probe
@@ -27,11 +25,11 @@ const (
 	idleMaxDevices    = 1 << 12
 )
 
-// idleNodeFacts reads, for diagnose.IdleGate, every process's fds on /dev/nvidia* and on
+// idleNodeFacts reads, for IdleGate, every process's fds on /dev/nvidia* and on
 // deleted /dev/shm files and its mappings of those (what the probe's fds and maps sections
 // read), and /dev/shm's numbers and files (its shm-df and shm-ls). It must run as root: it
 // has to see every process, as the probe does.
-func idleNodeFacts(ctx context.Context, f *diagnose.IdleFacts) {
+func idleNodeFacts(ctx context.Context, f *IdleFacts) {
 	if os.Geteuid() != 0 {
 		f.Unseen = append(f.Unseen, "not root: other users' processes cannot be seen")
 		return
@@ -44,14 +42,14 @@ func idleNodeFacts(ctx context.Context, f *diagnose.IdleFacts) {
 
 // procScan is the state of one scan of /proc.
 type procScan struct {
-	f          *diagnose.IdleFacts
+	f          *IdleFacts
 	fds, maps  int
 	link, dent []byte
 	mapsBuf    []byte
 	// devices are the (PID, device) pairs seen: a driver helper holds each device many times.
 	devices map[pidTarget]bool
 	// holders are the processes holding devices, named once each.
-	holders map[int]diagnose.IdleDevice
+	holders map[int]IdleDevice
 }
 
 type pidTarget struct {
@@ -60,7 +58,7 @@ type pidTarget struct {
 }
 
 // scanProcs looks at every process /proc lists: its fd links and its maps.
-func scanProcs(ctx context.Context, f *diagnose.IdleFacts) error {
+func scanProcs(ctx context.Context, f *IdleFacts) error {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return fmt.Errorf("reading /proc: %w", err)
@@ -71,7 +69,7 @@ func scanProcs(ctx context.Context, f *diagnose.IdleFacts) error {
 		return fmt.Errorf("reading /proc: %w", err)
 	}
 	sc := &procScan{f: f, link: make([]byte, 8192), dent: make([]byte, 16384), mapsBuf: make([]byte, 256<<10),
-		devices: map[pidTarget]bool{}, holders: map[int]diagnose.IdleDevice{}}
+		devices: map[pidTarget]bool{}, holders: map[int]IdleDevice{}}
 	n := 0
 	for _, name := range names {
 		pid, err := strconv.Atoi(name)
@@ -164,15 +162,15 @@ func (sc *procScan) fdLink(pid int, path string) error {
 		d.Device = target
 		sc.f.Devices = append(sc.f.Devices, d)
 	case strings.HasPrefix(target, "/dev/shm/") && strings.HasSuffix(target, " (deleted)") && len(sc.f.DeletedShm) < idleMaxDeleted:
-		sc.f.DeletedShm = append(sc.f.DeletedShm, diagnose.IdleShmUse{PID: pid, Path: target})
+		sc.f.DeletedShm = append(sc.f.DeletedShm, IdleShmUse{PID: pid, Path: target})
 	}
 	return nil
 }
 
 // deviceUser names a process holding a device as the probe does: its comm, and the first
 // argument of its command line, cut where the probe cuts it.
-func deviceUser(pid int) diagnose.IdleDevice {
-	d := diagnose.IdleDevice{PID: pid}
+func deviceUser(pid int) IdleDevice {
+	d := IdleDevice{PID: pid}
 	p := "/proc/" + strconv.Itoa(pid)
 	comm, err := os.ReadFile(p + "/comm")
 	if err != nil {
@@ -239,13 +237,13 @@ func (sc *procScan) mapsLine(pid int, line []byte) error {
 	if i < 0 || !bytes.HasSuffix(line, []byte(" (deleted)")) || len(sc.f.DeletedShm) >= idleMaxDeleted {
 		return nil
 	}
-	sc.f.DeletedShm = append(sc.f.DeletedShm, diagnose.IdleShmUse{PID: pid, Path: string(line[i+1:])})
+	sc.f.DeletedShm = append(sc.f.DeletedShm, IdleShmUse{PID: pid, Path: string(line[i+1:])})
 	return nil
 }
 
 // idleShm reads /dev/shm's numbers as df -kP does (statfs, in whole KiB rounded up) and sums
 // the sizes of its regular files as the probe's find lists them: one file system, 8 deep.
-func idleShm(f *diagnose.IdleFacts) {
+func idleShm(f *IdleFacts) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs("/dev/shm", &st); err == nil && st.Frsize > 0 {
 		kib := func(blocks uint64) *int64 {

@@ -1,8 +1,8 @@
-package diagnose
+package readiness
 
 import (
 	"cmp"
-	"fmt"
+	"github.com/gputriage/gputriage/diagnose"
 	"math"
 	"slices"
 	"strconv"
@@ -13,7 +13,8 @@ import (
 
 // Readiness answers "will my deployment start on this host?" by running each inference
 // engine's own startup memory check on the host's numbers. docs/readiness.md gives the
-// formulas and the engine source they come from.
+// formulas and the engine source they come from. This file judges, into typed facts;
+// words.go writes the sentences from them.
 
 // Engine names, as --engine takes them.
 const (
@@ -23,7 +24,7 @@ const (
 
 const (
 	// DefaultGPUMemoryUtilization is vLLM's default --gpu-memory-utilization.
-	DefaultGPUMemoryUtilization = vllmUtilization
+	DefaultGPUMemoryUtilization = diagnose.VLLMUtilization
 	// DefaultContextOverheadMiB is the memory each rank takes on its GPU before the engine
 	// measures free memory: the CUDA context, NCCL's buffers and the custom all-reduce
 	// workspace. Both engines measure after the process group is up. On ct200 (RTX PRO 6000
@@ -53,12 +54,76 @@ type Job struct {
 type EngineVerdict struct {
 	Engine string // EngineSGLang or EngineVLLM
 	Pass   bool
-	// Formula is the check written out with the host's numbers, e.g. "min free 40,678 MiB
-	// (GPU 0) < 0.9 × max free 95,972 MiB (GPU 1) = 86,375 MiB".
-	Formula string
 	// Failing are the GPUs that make the check fail, sorted.
 	Failing []int
+	// Check is what the check compared: the numbers Formula is written from.
+	Check EngineCheck
+	// Formula is the check written out with the host's numbers, e.g. "min free 40,678 MiB
+	// (GPU 0) < 0.9 × max free 95,972 MiB (GPU 1) = 86,375 MiB" (words.go).
+	Formula string
 }
+
+// EngineCheck is what one engine's check compared. Free memory is nvidia-smi's less the
+// context overhead: what the engine measures.
+type EngineCheck struct {
+	// Unusable are the GPUs of the set that cannot hold a rank at all; when there are any,
+	// nothing else was checked.
+	Unusable []UnusableGPU
+	// Balance is SGLang's check, min free ≥ 0.9 × max free; nil for vLLM and with TP 1.
+	Balance *BalanceCheck
+	// PerGPU is vLLM's check, free ≥ utilization × total on every GPU; nil for SGLang.
+	PerGPU *UtilizationCheck
+	// NoRoom are the GPUs with less free than the CUDA context (ContextMiB).
+	NoRoom     []int
+	ContextMiB int64
+	// Need is --need against the smallest free memory; nil without --need.
+	Need *NeedCheck
+	// TP1 is SGLang with TP 1: no balance check.
+	TP1 bool
+}
+
+// GPUFree is one GPU's free memory as the engine measures it.
+type GPUFree struct {
+	GPU     int
+	FreeMiB int64
+}
+
+// BalanceCheck is SGLang's check: the smallest free memory against 0.9 × the largest.
+type BalanceCheck struct {
+	Min, Max GPUFree
+	NeedMiB  int64 // ceil(0.9 × Max.FreeMiB): the least Min that passes
+}
+
+// UtilizationCheck is vLLM's check, shown on the GPU with the least room to spare (Tight).
+type UtilizationCheck struct {
+	Utilization float64
+	Tight       GPUFree
+	// TotalMiB is Tight's total as CUDA sees it, ReservedMiB what the driver keeps (0 when
+	// unknown), NeedMiB ceil(Utilization × TotalMiB).
+	TotalMiB, ReservedMiB, NeedMiB int64
+	Failing                        []int // the GPUs below their own need
+}
+
+// NeedCheck is --need against the smallest free memory.
+type NeedCheck struct {
+	Min     GPUFree
+	NeedMiB int64
+}
+
+// UnusableGPU is a GPU that cannot hold a rank, and why.
+type UnusableGPU struct {
+	GPU int
+	Why Unusable
+}
+
+// Unusable is why a GPU cannot hold a rank.
+type Unusable string
+
+// Why a GPU cannot hold a rank.
+const (
+	UnusableMIG           Unusable = "MIG enabled"
+	UnusableMemoryUnknown Unusable = "memory unknown"
+)
 
 // Holder is a process holding memory on a GPU that blocks the job.
 type Holder struct {
@@ -98,32 +163,64 @@ type Readiness struct {
 	// reported as leftover-process (FixPIDs) were stopped and their memory given back.
 	AfterFix bool
 	FixPIDs  []int
+	// Unchecked says why the job could not be checked on this host ("" when it was), with
+	// BadJob, SMIFailure or HostGPUs as its facts.
+	Unchecked  Unchecked
+	BadJob     *JobProblem
+	SMIFailure *parse.SMIFailure
+	HostGPUs   int // the GPUs nvidia-smi lists
+	// LargestGroup is the most GPUs of one size that can hold ranks (MIG off, memory known).
+	LargestGroup int
+	// MIG and MemoryUnknown are the GPUs left out; MixedModels: the GPUs are of different models.
+	MIG, MemoryUnknown []int
+	MixedModels        bool
 	// Notes are what the check could not use: MIG-enabled GPUs, GPUs with unknown memory,
-	// mixed GPU models.
+	// mixed GPU models (words.go, from the facts above).
 	Notes []string
-	// Reason is one plain sentence saying why. It can quote nvidia-smi's message, so it is
-	// host data.
+	// Reason is one plain sentence saying why (words.go). It can quote nvidia-smi's message,
+	// so it is host data.
 	Reason string
 }
 
-// HostReadiness is one host's answer, for a fleet summary.
-type HostReadiness struct {
+// Unchecked is why a job could not be checked on a host.
+type Unchecked string
+
+// Why a job could not be checked on a host.
+const (
+	UncheckedBadJob     Unchecked = "bad-job"      // BadJob says what
+	UncheckedNotProbed  Unchecked = "not-probed"   // no snapshot
+	UncheckedSMIFailed  Unchecked = "smi-failed"   // SMIFailure
+	UncheckedNoGPUs     Unchecked = "no-gpus"      // nvidia-smi lists none
+	UncheckedTooFewGPUs Unchecked = "too-few-gpus" // HostGPUs < TP
+)
+
+// JobProblem is what makes a job impossible to check: Field names the setting (engine, tp,
+// utilization, need, context), with the value given.
+type JobProblem struct {
+	Field       string
+	Engine      string
+	TP          int
+	Utilization float64
+}
+
+// Host is one host's answer, for a fleet summary.
+type Host struct {
 	Host      string
 	Readiness Readiness
 }
 
-// FleetReadiness sorts hosts by what it takes to run the job on them. Every host is in
+// Fleet sorts hosts by what it takes to run the job on them. Every host is in
 // exactly one list, in the order given.
-type FleetReadiness struct {
+type Fleet struct {
 	ReadyNow        []string // the default GPUs pass
 	ReadyWithSubset []string // passes now, with CUDA_VISIBLE_DEVICES set to Subset
 	ReadyAfterFix   []string // passes once the leftover processes are stopped
 	NotReady        []string
 }
 
-// SummarizeReadiness sorts hosts into FleetReadiness's lists.
-func SummarizeReadiness(hosts []HostReadiness) FleetReadiness {
-	var f FleetReadiness
+// Summarize sorts hosts into Fleet's lists.
+func Summarize(hosts []Host) Fleet {
+	var f Fleet
 	for _, h := range hosts {
 		r := h.Readiness
 		switch {
@@ -149,7 +246,7 @@ type rankGPU struct {
 	// logs "94.97 GiB" (97,252 MiB). nvidia-smi's total when reserved is unknown.
 	total    int64
 	reserved int64 // memory.reserved; 0 when unknown
-	free     int64 // nvidia-smi's memory.free
+	smiFree  int64 // nvidia-smi's memory.free
 	avail    int64 // free minus the context overhead: what the engine measures
 }
 
@@ -160,17 +257,10 @@ type checker struct {
 	ratioApplies bool // SGLang's balance check runs only with TP > 1
 }
 
-// ceilMul is the smallest whole number of MiB that is >= f × n. Free memory is a whole
-// number of MiB, so free >= f × n exactly when free >= ceilMul(f, n). Both engines compute
-// f × n in float64 (in bytes or GiB: a power-of-two scale, which rounds the same), so this
-// reproduces their comparison bit for bit at nvidia-smi's granularity.
-func ceilMul(f float64, n int64) int64 { return int64(math.Ceil(f * float64(n))) }
-
-// sglangNeed is the least min free that passes SGLang's check against a rank with max free.
-func sglangNeed(maxAvail int64) int64 { return ceilMul(sglangRatio, maxAvail) }
-
 // vllmNeed is the least free memory that passes vLLM's check on a GPU of CUDA total total.
-func (c *checker) vllmNeed(total int64) int64 { return ceilMul(c.job.GPUMemoryUtilization, total) }
+func (c *checker) vllmNeed(total int64) int64 {
+	return diagnose.CeilMul(c.job.GPUMemoryUtilization, total)
+}
 
 // perGPUOK says whether g can hold a rank at all, whatever its peers: room for the context,
 // vLLM's per-GPU check, and --need.
@@ -187,10 +277,11 @@ func (c *checker) perGPUOK(g rankGPU) bool {
 	return true
 }
 
-// needClause checks --need against the smallest free memory of set; "" when --need is unset.
-func (c *checker) needClause(lo rankGPU, set []rankGPU) (string, []int) {
+// needCheck checks --need against the smallest free memory of set, lo; nil when --need is
+// unset. short are the GPUs below it.
+func (c *checker) needCheck(lo rankGPU, set []rankGPU) (*NeedCheck, []int) {
 	if c.job.NeedMiB == nil {
-		return "", nil
+		return nil, nil
 	}
 	need := *c.job.NeedMiB
 	var short []int
@@ -199,47 +290,34 @@ func (c *checker) needClause(lo rankGPU, set []rankGPU) (string, []int) {
 			short = append(short, g.index)
 		}
 	}
-	rel := "≥"
-	if lo.avail < need {
-		rel = "<"
-	}
-	return fmt.Sprintf("min free %s (GPU %d) %s need %s", fmtMiB(lo.avail), lo.index, rel, fmtMiB(need)), short
+	return &NeedCheck{Min: lo.free(), NeedMiB: need}, short
 }
 
-// contextClause names the GPUs left with no room for a CUDA context; "" when there are none.
-func (c *checker) contextClause(set []rankGPU) (string, []int) {
+// noRoom are the GPUs left with no room for a CUDA context.
+func noRoom(set []rankGPU) []int {
 	var none []int
 	for _, g := range set {
 		if g.avail <= 0 {
 			none = append(none, g.index)
 		}
 	}
-	if len(none) == 0 {
-		return "", nil
-	}
-	return fmt.Sprintf("%s %s less free than the %s CUDA context", FormatGPUs(none), plural(len(none), "has", "have"),
-		fmtMiB(c.job.ContextOverheadMiB)), none
+	return none
 }
 
-func verdictOf(engine string, clauses []string, failing []int) EngineVerdict {
-	var cs []string
-	for _, c := range clauses {
-		if c != "" {
-			cs = append(cs, c)
-		}
-	}
+func (g rankGPU) free() GPUFree { return GPUFree{GPU: g.index, FreeMiB: g.avail} }
+
+func verdictOf(engine string, check EngineCheck, failing []int) EngineVerdict {
 	slices.Sort(failing)
 	failing = slices.Compact(failing)
 	if len(failing) == 0 {
 		failing = nil
 	}
-	return EngineVerdict{Engine: engine, Pass: len(failing) == 0, Formula: strings.Join(cs, "; "), Failing: failing}
+	return EngineVerdict{Engine: engine, Pass: len(failing) == 0, Failing: failing, Check: check}
 }
 
-// sglangVerdict is SGLang's check: every rank takes the smallest free memory across ranks and
-// fails when it is below 0.9 × its own; the strictest rank is the one with the most.
-func (c *checker) sglangVerdict(set []rankGPU) EngineVerdict {
-	lo, hi := set[0], set[0]
+// minMax are the GPUs of set with the least and the most free memory, the first of each.
+func minMax(set []rankGPU) (lo, hi rankGPU) {
+	lo, hi = set[0], set[0]
 	for _, g := range set[1:] {
 		if g.avail < lo.avail {
 			lo = g
@@ -248,33 +326,33 @@ func (c *checker) sglangVerdict(set []rankGPU) EngineVerdict {
 			hi = g
 		}
 	}
-	var clauses []string
+	return lo, hi
+}
+
+// sglangVerdict is SGLang's check: every rank takes the smallest free memory across ranks and
+// fails when it is below 0.9 × its own; the strictest rank is the one with the most.
+func (c *checker) sglangVerdict(set []rankGPU) EngineVerdict {
+	lo, hi := minMax(set)
+	check := EngineCheck{ContextMiB: c.job.ContextOverheadMiB, TP1: !c.ratioApplies}
 	var failing []int
 	if c.ratioApplies {
-		need := sglangNeed(hi.avail)
-		rel := "≥"
-		if lo.avail < need {
-			rel = "<"
-			for _, g := range set {
-				if g.avail < need {
-					failing = append(failing, g.index)
-				}
+		need := diagnose.SGLangNeed(hi.avail)
+		check.Balance = &BalanceCheck{Min: lo.free(), Max: hi.free(), NeedMiB: need}
+		for _, g := range set {
+			if g.avail < need {
+				failing = append(failing, g.index)
 			}
 		}
-		clauses = append(clauses, fmt.Sprintf("min free %s (GPU %d) %s 0.9 × max free %s (GPU %d) = %s",
-			fmtMiB(lo.avail), lo.index, rel, fmtMiB(hi.avail), hi.index, fmtMiB(need)))
-	} else {
-		clauses = append(clauses, "TP 1: no balance check")
 	}
-	cc, none := c.contextClause(set)
-	nc, short := c.needClause(lo, set)
-	return verdictOf(EngineSGLang, append(clauses, cc, nc), slices.Concat(failing, none, short))
+	check.NoRoom = noRoom(set)
+	var short []int
+	check.Need, short = c.needCheck(lo, set)
+	return verdictOf(EngineSGLang, check, slices.Concat(failing, check.NoRoom, short))
 }
 
 // vllmVerdict is vLLM's check: each worker's free memory at startup must be at least
 // gpu_memory_utilization × its GPU's total memory.
 func (c *checker) vllmVerdict(set []rankGPU) EngineVerdict {
-	u := strconv.FormatFloat(c.job.GPUMemoryUtilization, 'f', -1, 64)
 	// The GPU with the least room to spare stands for the set.
 	tight := set[0]
 	var failing []int
@@ -286,27 +364,13 @@ func (c *checker) vllmVerdict(set []rankGPU) EngineVerdict {
 			failing = append(failing, g.index)
 		}
 	}
-	clause := fmt.Sprintf("free ≥ %s × total on every GPU", u)
-	if tight.reserved > 0 {
-		clause += fmt.Sprintf(" (total as CUDA sees it: %s − %s reserved = %s)",
-			thousands(tight.total+tight.reserved), thousands(tight.reserved), fmtMiB(tight.total))
-	}
-	if len(failing) == 0 {
-		clause += fmt.Sprintf(": tightest GPU %d has %s ≥ %s × %s = %s",
-			tight.index, fmtMiB(tight.avail), u, thousands(tight.total), fmtMiB(c.vllmNeed(tight.total)))
-	} else {
-		clause += fmt.Sprintf(": GPU %d has %s < %s × %s = %s (fails on %s)",
-			tight.index, fmtMiB(tight.avail), u, thousands(tight.total), fmtMiB(c.vllmNeed(tight.total)), FormatGPUs(failing))
-	}
-	lo := set[0]
-	for _, g := range set[1:] {
-		if g.avail < lo.avail {
-			lo = g
-		}
-	}
-	cc, none := c.contextClause(set)
-	nc, short := c.needClause(lo, set)
-	return verdictOf(EngineVLLM, []string{clause, cc, nc}, slices.Concat(failing, none, short))
+	lo, _ := minMax(set)
+	check := EngineCheck{ContextMiB: c.job.ContextOverheadMiB, NoRoom: noRoom(set)}
+	check.PerGPU = &UtilizationCheck{Utilization: c.job.GPUMemoryUtilization, Tight: tight.free(), TotalMiB: tight.total,
+		ReservedMiB: tight.reserved, NeedMiB: c.vllmNeed(tight.total), Failing: failing}
+	var short []int
+	check.Need, short = c.needCheck(lo, set)
+	return verdictOf(EngineVLLM, check, slices.Concat(failing, check.NoRoom, short))
 }
 
 func (c *checker) verdicts(set []rankGPU) []EngineVerdict {
@@ -332,18 +396,18 @@ func allPass(vs []EngineVerdict) bool {
 }
 
 func (c *checker) rankGPU(g *parse.GPU) rankGPU {
-	total := cudaTotal(g)
+	total := diagnose.CUDATotal(g)
 	return rankGPU{index: g.Index, total: total, reserved: *g.MemoryTotalMiB - total,
-		free: *g.MemoryFreeMiB, avail: *g.MemoryFreeMiB - c.job.ContextOverheadMiB}
+		smiFree: *g.MemoryFreeMiB, avail: *g.MemoryFreeMiB - c.job.ContextOverheadMiB}
 }
 
 // unusable says why a GPU cannot hold a rank, or "" when it can.
-func unusable(g *parse.GPU) string {
+func unusable(g *parse.GPU) Unusable {
 	switch {
 	case g.MIGMode == "Enabled":
-		return "MIG enabled"
+		return UnusableMIG
 	case g.MemoryTotalMiB == nil || *g.MemoryTotalMiB <= 0 || g.MemoryFreeMiB == nil:
-		return "memory unknown"
+		return UnusableMemoryUnknown
 	}
 	return ""
 }
@@ -351,11 +415,11 @@ func unusable(g *parse.GPU) string {
 // defaultVerdicts checks the GPUs the engines use with CUDA_VISIBLE_DEVICES unset.
 func (c *checker) defaultVerdicts(gs []*parse.GPU) []EngineVerdict {
 	var set []rankGPU
-	var bad []string
+	var bad []UnusableGPU
 	var badIdx []int
 	for _, g := range gs {
 		if why := unusable(g); why != "" {
-			bad = append(bad, fmt.Sprintf("GPU %d: %s", g.Index, why))
+			bad = append(bad, UnusableGPU{GPU: g.Index, Why: why})
 			badIdx = append(badIdx, g.Index)
 			continue
 		}
@@ -364,7 +428,7 @@ func (c *checker) defaultVerdicts(gs []*parse.GPU) []EngineVerdict {
 	if len(bad) > 0 {
 		var vs []EngineVerdict
 		for _, e := range c.job.Engines {
-			vs = append(vs, EngineVerdict{Engine: e, Formula: strings.Join(bad, "; ") + ": cannot hold a rank", Failing: badIdx})
+			vs = append(vs, EngineVerdict{Engine: e, Failing: badIdx, Check: EngineCheck{Unusable: bad}})
 		}
 		return vs
 	}
@@ -387,12 +451,12 @@ func (c *checker) defaultVerdicts(gs []*parse.GPU) []EngineVerdict {
 // ceil(0.9 × f) ≤ m, and a set must include one GPU with f = m: the lowest indexes are the
 // TP lowest-indexed candidates if they include such a GPU, else the TP−1 lowest plus the
 // lowest-indexed GPU with f = m. O(n log n) per size group.
-func (c *checker) bestSubset(groups [][]gpuMem) (best []int, bestMin int64, ok bool) {
+func (c *checker) bestSubset(groups [][]*parse.GPU) (best []int, bestMin int64, ok bool) {
 	tp := c.job.TP
 	for _, grp := range groups {
 		var cands []rankGPU
 		for _, m := range grp {
-			g := c.rankGPU(m.g)
+			g := c.rankGPU(m)
 			if c.perGPUOK(g) {
 				cands = append(cands, g)
 			}
@@ -406,7 +470,7 @@ func (c *checker) bestSubset(groups [][]gpuMem) (best []int, bestMin int64, ok b
 		m, found := int64(0), false
 		for i := 0; i+tp <= len(cands); i++ {
 			lo, hi := cands[i+tp-1].avail, cands[i].avail
-			if !c.ratioApplies || lo >= sglangNeed(hi) {
+			if !c.ratioApplies || lo >= diagnose.SGLangNeed(hi) {
 				m, found = lo, true
 				break
 			}
@@ -416,7 +480,7 @@ func (c *checker) bestSubset(groups [][]gpuMem) (best []int, bestMin int64, ok b
 		}
 		var within []rankGPU
 		for _, g := range cands {
-			if g.avail >= m && (!c.ratioApplies || sglangNeed(g.avail) <= m) {
+			if g.avail >= m && (!c.ratioApplies || diagnose.SGLangNeed(g.avail) <= m) {
 				within = append(within, g)
 			}
 		}
@@ -439,7 +503,7 @@ func (c *checker) bestSubset(groups [][]gpuMem) (best []int, bestMin int64, ok b
 
 // blockers are the GPUs, in the size groups with at least TP GPUs, that fail a per-GPU
 // condition or fall short of SGLang's 0.9 × the group's most free memory.
-func (c *checker) blockers(groups [][]gpuMem, r Result, leftover map[int]bool) []Blocker {
+func (c *checker) blockers(groups [][]*parse.GPU, r diagnose.Result, leftover map[int]bool) []Blocker {
 	var out []Blocker
 	// Each GPU's holders, indexed once: a pass over every process per GPU would be quadratic
 	// on a host with many of both.
@@ -457,14 +521,14 @@ func (c *checker) blockers(groups [][]gpuMem, r Result, leftover map[int]bool) [
 		}
 		var maxAvail int64 = math.MinInt64
 		for _, m := range grp {
-			maxAvail = max(maxAvail, c.rankGPU(m.g).avail)
+			maxAvail = max(maxAvail, c.rankGPU(m).avail)
 		}
 		for _, m := range grp {
-			g := c.rankGPU(m.g)
-			if c.perGPUOK(g) && (!c.ratioApplies || g.avail >= sglangNeed(maxAvail)) {
+			g := c.rankGPU(m)
+			if c.perGPUOK(g) && (!c.ratioApplies || g.avail >= diagnose.SGLangNeed(maxAvail)) {
 				continue
 			}
-			b := Blocker{GPU: g.index, FreeMiB: g.free}
+			b := Blocker{GPU: g.index, FreeMiB: g.smiFree}
 			var sum int64
 			for _, i := range onGPU[g.index] {
 				p := &r.Processes[i]
@@ -473,8 +537,8 @@ func (c *checker) blockers(groups [][]gpuMem, r Result, leftover map[int]bool) [
 				sum += mem
 			}
 			slices.SortFunc(b.Holders, func(x, y Holder) int { return cmp.Or(cmp.Compare(y.MiB, x.MiB), cmp.Compare(x.PID, y.PID)) })
-			if m.usedKnown {
-				if rest := m.used - sum; rest > new(host).ghostBaseline(m.g) {
+			if m.MemoryUsedMiB != nil {
+				if rest := *m.MemoryUsedMiB - sum; rest > diagnose.GhostBaseline(m) {
 					b.UnattributedMiB = rest
 				}
 			}
@@ -485,8 +549,8 @@ func (c *checker) blockers(groups [][]gpuMem, r Result, leftover map[int]bool) [
 	return out
 }
 
-// normalize fills in the job's defaults; it returns why the job cannot be checked, or "".
-func normalize(job Job) (Job, string) {
+// normalize fills in the job's defaults; it returns why the job cannot be checked, or nil.
+func normalize(job Job) (Job, *JobProblem) {
 	if job.GPUMemoryUtilization == 0 {
 		job.GPUMemoryUtilization = DefaultGPUMemoryUtilization
 	}
@@ -503,41 +567,32 @@ func normalize(job Job) (Job, string) {
 	job.Engines = engines
 	for _, e := range engines {
 		if e != EngineSGLang && e != EngineVLLM {
-			return job, fmt.Sprintf("unknown engine %q (known: sglang, vllm)", e)
+			return job, &JobProblem{Field: "engine", Engine: e}
 		}
 	}
 	switch {
 	case job.TP < 1:
-		return job, fmt.Sprintf("the tensor-parallel size must be at least 1, not %d", job.TP)
+		return job, &JobProblem{Field: "tp", TP: job.TP}
 	case !(job.GPUMemoryUtilization > 0 && job.GPUMemoryUtilization <= 1):
-		return job, fmt.Sprintf("gpu_memory_utilization must be in (0, 1], not %v", job.GPUMemoryUtilization)
+		return job, &JobProblem{Field: "utilization", Utilization: job.GPUMemoryUtilization}
 	case job.NeedMiB != nil && *job.NeedMiB < 0:
-		return job, "the memory needed per GPU cannot be negative"
+		return job, &JobProblem{Field: "need"}
 	case job.ContextOverheadMiB < 0:
-		return job, "the context overhead cannot be negative"
+		return job, &JobProblem{Field: "context"}
 	}
-	return job, ""
+	return job, nil
 }
 
-var engineTitles = map[string]string{EngineSGLang: "SGLang", EngineVLLM: "vLLM"}
-
-// engineList is "SGLang's and vLLM's" for the engines of vs.
-func engineList(vs []EngineVerdict) string {
-	var names []string
-	for _, v := range vs {
-		names = append(names, engineTitles[v.Engine]+"'s")
-	}
-	return strings.Join(names, " and ")
-}
-
-// CheckReadiness runs the job's engine checks on one host's snapshot. r is Diagnose's result
-// for the same snapshot: it names the leftover processes and who holds each GPU's memory.
-func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
+// Check runs the job's engine checks on one host's snapshot. r is Diagnose's result for the
+// same snapshot: it names the leftover processes and who holds each GPU's memory.
+func Check(s *parse.Snapshot, r diagnose.Result, job Job) Readiness {
 	job, bad := normalize(job)
-	out := Readiness{Job: job}
-	if reason, ok := unreadyReason(s, bad); ok {
-		out.Reason = reason
-		return out
+	out := Readiness{Job: job, BadJob: bad}
+	if out.Unchecked = unchecked(s, bad); out.Unchecked != "" {
+		if out.Unchecked == UncheckedSMIFailed {
+			out.SMIFailure = s.SMI.Failure
+		}
+		return out.composed()
 	}
 	c := &checker{job: job}
 	c.sglang = slices.Contains(job.Engines, EngineSGLang)
@@ -549,11 +604,11 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 		gs[i] = &s.GPUs[i]
 	}
 	slices.SortStableFunc(gs, func(a, b *parse.GPU) int { return cmp.Compare(a.Index, b.Index) })
-	var mixed bool
-	out.Notes, mixed = readinessNotes(gs, job)
+	out.HostGPUs = len(gs)
+	out.leftOut(gs)
 	if len(gs) < job.TP {
-		out.Reason = fmt.Sprintf("Not ready: TP %d needs %d GPUs and this host has %d.", job.TP, job.TP, len(gs))
-		return out
+		out.Unchecked = UncheckedTooFewGPUs
+		return out.composed()
 	}
 	def := gs[:job.TP]
 	for _, g := range def {
@@ -562,81 +617,67 @@ func CheckReadiness(s *parse.Snapshot, r Result, job Job) Readiness {
 	out.Verdicts = c.defaultVerdicts(def)
 	out.Ready = allPass(out.Verdicts)
 	if out.Ready {
-		out.Reason = readyReason(out)
-		return out
+		return out.composed()
 	}
 	leftover := map[int]bool{}
 	for _, f := range r.Findings {
-		if f.Code == CodeLeftoverProcess {
+		if f.Code == diagnose.CodeLeftoverProcess {
 			for _, pid := range f.PIDs {
 				leftover[pid] = true
 			}
 		}
 	}
-	groups := (&host{s: s}).gpuGroups()
-	largest := 0
+	groups := diagnose.GPUGroups(s)
 	for _, grp := range groups {
-		largest = max(largest, len(grp))
+		out.LargestGroup = max(out.LargestGroup, len(grp))
 	}
-	if !c.findSubset(&out, groups, gs, mixed) && largest >= job.TP {
+	if !c.findSubset(&out, groups, gs) && out.LargestGroup >= job.TP {
 		out.Blockers = c.blockers(groups, r, leftover)
 	}
 	c.afterFix(&out, def, r, leftover)
-	out.Reason = notReadyReason(out, largest)
-	return out
+	return out.composed()
 }
 
-// unreadyReason is why readiness cannot be checked at all (bad, a bad job), if it cannot.
-func unreadyReason(s *parse.Snapshot, bad string) (string, bool) {
+// unchecked is why readiness cannot be checked at all (bad, a bad job), if it cannot.
+func unchecked(s *parse.Snapshot, bad *JobProblem) Unchecked {
 	switch {
-	case bad != "":
-		return "Cannot check readiness: " + bad + ".", true
+	case bad != nil:
+		return UncheckedBadJob
 	case s == nil:
-		return "Not ready: the host was not probed.", true
+		return UncheckedNotProbed
 	case s.SMI.Failure != nil:
-		return smiUnreadyReason(s.SMI.Failure), true
+		return UncheckedSMIFailed
 	case len(s.GPUs) == 0:
-		return "Not ready: nvidia-smi lists no GPUs.", true
+		return UncheckedNoGPUs
 	}
-	return "", false
+	return ""
 }
 
-// readinessNotes say which GPUs are left out and whether their models differ (mixed).
-func readinessNotes(gs []*parse.GPU, job Job) (notes []string, mixed bool) {
-	var mig, unknown []int
+// leftOut notes which GPUs are left out and whether their models differ.
+func (out *Readiness) leftOut(gs []*parse.GPU) {
 	names := map[string]bool{}
 	for _, g := range gs {
 		names[g.Name] = true
 		switch unusable(g) {
-		case "MIG enabled":
-			mig = append(mig, g.Index)
-		case "memory unknown":
-			unknown = append(unknown, g.Index)
+		case UnusableMIG:
+			out.MIG = append(out.MIG, g.Index)
+		case UnusableMemoryUnknown:
+			out.MemoryUnknown = append(out.MemoryUnknown, g.Index)
 		}
 	}
-	if len(mig) > 0 {
-		notes = append(notes, fmt.Sprintf("%s %s MIG enabled and cannot hold a tensor-parallel rank: left out", FormatGPUs(mig), plural(len(mig), "has", "have")))
-	}
-	if len(unknown) > 0 {
-		notes = append(notes, fmt.Sprintf("nvidia-smi did not report the memory of %s: left out", FormatGPUs(unknown)))
-	}
-	mixed = len(names) > 1
-	if mixed {
-		notes = append(notes, "the GPUs are of different models: CUDA numbers them fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID is set, so the default GPUs may not be nvidia-smi's 0.."+strconv.Itoa(job.TP-1))
-	}
-	return notes, mixed
+	out.MixedModels = len(names) > 1
 }
 
 // findSubset fills out's subset: the best GPUs that pass, and the environment that selects
 // them; false when no subset passes.
-func (c *checker) findSubset(out *Readiness, groups [][]gpuMem, gs []*parse.GPU, mixed bool) bool {
+func (c *checker) findSubset(out *Readiness, groups [][]*parse.GPU, gs []*parse.GPU) bool {
 	sub, _, ok := c.bestSubset(groups)
 	if !ok {
 		return false
 	}
 	out.Subset = sub
-	env := "CUDA_VISIBLE_DEVICES=" + joinInts(sub, ",")
-	if mixed {
+	env := "CUDA_VISIBLE_DEVICES=" + joinInts(sub)
+	if out.MixedModels {
 		env = "CUDA_DEVICE_ORDER=PCI_BUS_ID " + env
 	}
 	out.SubsetEnv = env
@@ -653,7 +694,7 @@ func (c *checker) findSubset(out *Readiness, groups [][]gpuMem, gs []*parse.GPU,
 }
 
 // afterFix gives back the leftover processes' memory and checks the default GPUs (def) again.
-func (c *checker) afterFix(out *Readiness, def []*parse.GPU, r Result, leftover map[int]bool) {
+func (c *checker) afterFix(out *Readiness, def []*parse.GPU, r diagnose.Result, leftover map[int]bool) {
 	freed := map[int]int64{}
 	for _, p := range r.Processes {
 		if !leftover[p.PID] {
@@ -689,57 +730,10 @@ func (c *checker) afterFix(out *Readiness, def []*parse.GPU, r Result, leftover 
 	out.AfterFix = allPass(c.defaultVerdicts(fixed))
 }
 
-func failedOnly(vs []EngineVerdict) []EngineVerdict {
-	var out []EngineVerdict
-	for _, v := range vs {
-		if !v.Pass {
-			out = append(out, v)
-		}
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
 	}
-	return out
-}
-
-// blockerSentence is "free memory on GPUs 0, 3 is held by PIDs 20629 (55,286 MiB), 777
-// (10,000 MiB)": each PID with its memory on the blocking GPUs.
-func blockerSentence(bs []Blocker) string {
-	var gpus, pids []int
-	mem := map[int]int64{}
-	if len(bs) == 0 {
-		return "no GPU has room for a rank"
-	}
-	var unattributed int64
-	for _, b := range bs {
-		gpus = append(gpus, b.GPU)
-		for _, h := range b.Holders {
-			if _, ok := mem[h.PID]; !ok {
-				pids = append(pids, h.PID)
-			}
-			mem[h.PID] += h.MiB
-		}
-		unattributed += b.UnattributedMiB
-	}
-	slices.SortFunc(pids, func(a, b int) int { return cmp.Or(cmp.Compare(mem[b], mem[a]), cmp.Compare(a, b)) })
-	// A sentence, not a table: the report lists every blocker.
-	const maxPIDs = 5
-	var who []string
-	for i, p := range pids {
-		if i == maxPIDs {
-			who = append(who, fmt.Sprintf("%d more", len(pids)-maxPIDs))
-			break
-		}
-		who = append(who, fmt.Sprintf("%d (%s)", p, fmtMiB(mem[p])))
-	}
-	s := "free memory on " + FormatGPUs(gpus) + " is "
-	switch {
-	case len(who) > 0:
-		s += "held by " + plural(len(pids), "PID ", "PIDs ") + strings.Join(who, ", ")
-		if unattributed > 0 {
-			s += fmt.Sprintf(" and %s by no listed process", fmtMiB(unattributed))
-		}
-	case unattributed > 0:
-		s += fmt.Sprintf("held by no listed process (%s; see ghost-memory)", fmtMiB(unattributed))
-	default:
-		s += "too little, with no process holding it"
-	}
-	return s
+	return strings.Join(s, ",")
 }

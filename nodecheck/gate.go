@@ -1,7 +1,10 @@
-package main
+package nodecheck
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -10,13 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
 )
 
 // node-check's idle gate: before the probe, node-check asks nvidia-smi exactly what the
 // probe asks it and looks at /proc and /dev/shm for the few things a warning could rest on
-// (idleFacts); diagnose.IdleGate decides whether any finding could fire. Only when it proves
+// (ReadIdleFacts); IdleGate decides whether any finding could fire. Only when it proves
 // none can does node-check answer clean without the probe. The probe stays the one source
 // of every capture: the gate makes none, and judges nothing it does not prove.
 
@@ -32,10 +34,10 @@ var (
 	smiDirs = []string{"/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/opt/nvidia/bin", "/usr/lib/wsl/lib"}
 )
 
-// idleFacts reads what diagnose.IdleGate judges: nvidia-smi's answers to the probe's
+// ReadIdleFacts reads on this node what IdleGate judges: nvidia-smi's answers to the probe's
 // queries, each call bounded by bound, then /proc and /dev/shm (idleNodeFacts, Linux only)
 // within bound too.
-func idleFacts(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
+func ReadIdleFacts(ctx context.Context, bound time.Duration) IdleFacts {
 	smi, unparsed := idleSMI(ctx, bound)
 	f := nodeFactsWithin(ctx, bound)
 	f.SMI, f.SMIUnparsed = smi, unparsed
@@ -46,12 +48,12 @@ func idleFacts(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
 // (a process stuck in the driver holds its memory map's lock, and reading its maps or its
 // command line waits for it), which no context interrupts: the read is left behind, and
 // what it would have said is doubt.
-func nodeFactsWithin(ctx context.Context, bound time.Duration) diagnose.IdleFacts {
+func nodeFactsWithin(ctx context.Context, bound time.Duration) IdleFacts {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	done := make(chan diagnose.IdleFacts, 1)
+	done := make(chan IdleFacts, 1)
 	go func() {
-		var f diagnose.IdleFacts
+		var f IdleFacts
 		idleNodeFacts(ctx, &f)
 		done <- f
 	}()
@@ -59,7 +61,7 @@ func nodeFactsWithin(ctx context.Context, bound time.Duration) diagnose.IdleFact
 	case f := <-done:
 		return f
 	case <-ctx.Done():
-		return diagnose.IdleFacts{Unseen: []string{fmt.Sprintf("/proc and /dev/shm not read within %s", bound)}}
+		return IdleFacts{Unseen: []string{fmt.Sprintf("/proc and /dev/shm not read within %s", bound)}}
 	}
 }
 
@@ -67,7 +69,7 @@ func nodeFactsWithin(ctx context.Context, bound time.Duration) diagnose.IdleFact
 // the answers as the probe's sections: a capture holding only those, under a nonce of its
 // own, goes through parse.Parse like any other.
 func idleSMI(ctx context.Context, bound time.Duration) (*parse.Snapshot, bool) {
-	nonce := newNonce()
+	nonce := gateNonce()
 	var b strings.Builder
 	b.WriteString(parse.CaptureHeader(nonce))
 	smi := findSMI()
@@ -127,7 +129,7 @@ func runSMI(ctx context.Context, bound time.Duration, smi string, args []string)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, smi, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out := &capWriter{limit: smiSectionLimit + 64}
+	out := &boundedBuffer{limit: smiSectionLimit + 64}
 	cmd.Stdout, cmd.Stderr = out, out // one pipe for both, as 2>&1
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
@@ -153,4 +155,26 @@ func smiSection(b *strings.Builder, nonce, name, out string, rc int) {
 	}
 	fmt.Fprintf(b, "@@gputriage %s begin %s limit=%d\n%s\n@@gputriage %s end %s\n",
 		nonce, name, smiSectionLimit, strings.TrimRight(stream, "\n"), nonce, name)
+}
+
+// gateNonce frames the gate's own capture of nvidia-smi's answers, as the probe's nonce frames
+// a capture.
+func gateNonce() string {
+	var b [16]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// boundedBuffer keeps at most limit bytes of what is written to it and drops the rest.
+type boundedBuffer struct {
+	buf   bytes.Buffer
+	limit int
+}
+
+func (c *boundedBuffer) Write(p []byte) (int, error) {
+	if room := c.limit - c.buf.Len(); len(p) > room {
+		c.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
 }

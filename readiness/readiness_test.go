@@ -1,7 +1,9 @@
-package diagnose
+package readiness
 
 import (
 	"cmp"
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/snaptest"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -12,23 +14,23 @@ import (
 	"github.com/gputriage/gputriage/parse"
 )
 
-func TestCheckReadiness(t *testing.T) {
+func TestCheck(t *testing.T) {
 	ctx := DefaultContextOverheadMiB
 	// withFree sets every GPU's free memory (and used to match) on an idle host.
 	withFree := func(free int64) *parse.Snapshot {
-		s := idle()
+		s := snaptest.Idle()
 		for i := range s.GPUs {
-			s.GPUs[i].MemoryFreeMiB, s.GPUs[i].MemoryUsedMiB = i64(free), i64(97252-free)
+			s.GPUs[i].MemoryFreeMiB, s.GPUs[i].MemoryUsedMiB = snaptest.I64(free), snaptest.I64(97252-free)
 		}
 		return s
 	}
 	// mixed is 4 H100s (GPU 1 busy) then 4 RTX PRO 6000s, all idle but GPU 1.
 	mixed := func() *parse.Snapshot {
-		s := idle()
+		s := snaptest.Idle()
 		for i := range 4 {
-			s.GPUs[i] = gpu(i, "NVIDIA H100 80GB HBM3", 81559, 559, 81000)
+			s.GPUs[i] = snaptest.GPU(i, "NVIDIA H100 80GB HBM3", 81559, 559, 81000)
 		}
-		s.GPUs[1].MemoryUsedMiB, s.GPUs[1].MemoryFreeMiB = i64(51559), i64(30000)
+		s.GPUs[1].MemoryUsedMiB, s.GPUs[1].MemoryFreeMiB = snaptest.I64(51559), snaptest.I64(30000)
 		return s
 	}
 	// reserved adds what nvidia-smi reports as reserved on ct200's GPUs.
@@ -36,18 +38,18 @@ func TestCheckReadiness(t *testing.T) {
 		return func() *parse.Snapshot {
 			s := f()
 			for i := range s.GPUs {
-				s.GPUs[i].MemoryReservedMiB = i64(635)
+				s.GPUs[i].MemoryReservedMiB = snaptest.I64(635)
 			}
 			return s
 		}
 	}
 	mig := func() *parse.Snapshot {
-		s := idle()
+		s := snaptest.Idle()
 		s.GPUs[3].MIGMode = "Enabled"
 		return s
 	}
 	smiFailed := func() *parse.Snapshot {
-		s := idle()
+		s := snaptest.Idle()
 		s.GPUs = nil
 		s.SMI.Failure = &parse.SMIFailure{Kind: parse.SMINoDriver,
 			Message: "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and running.\n"}
@@ -78,7 +80,7 @@ func TestCheckReadiness(t *testing.T) {
 	}{
 		{
 			name: "ct200 TP 8: both engines fail, no 8-GPU set, ready after stopping the leftover",
-			snap: reserved(ct200), job: Job{TP: 8, ContextOverheadMiB: ctx},
+			snap: reserved(snaptest.CT200), job: Job{TP: 8, ContextOverheadMiB: ctx},
 			gpus: []int{0, 1, 2, 3, 4, 5, 6, 7},
 			verdict: []verdict{
 				// 41,958 − 1,280 = 40,678; 97,252 − 1,280 = 95,972; ceil(0.9 × 95,972) = 86,375.
@@ -95,7 +97,7 @@ func TestCheckReadiness(t *testing.T) {
 		},
 		{
 			name: "ct200 TP 7: GPUs 1-7 pass",
-			snap: reserved(ct200), job: Job{TP: 7, ContextOverheadMiB: ctx},
+			snap: reserved(snaptest.CT200), job: Job{TP: 7, ContextOverheadMiB: ctx},
 			gpus:   []int{0, 1, 2, 3, 4, 5, 6},
 			subset: []int{1, 2, 3, 4, 5, 6, 7},
 			env:    "CUDA_VISIBLE_DEVICES=1,2,3,4,5,6,7",
@@ -109,14 +111,14 @@ func TestCheckReadiness(t *testing.T) {
 		},
 		{
 			name: "ct200 SGLang only, TP 1: no balance check, GPU 0 has room",
-			snap: ct200, job: Job{TP: 1, Engines: []string{"SGLang"}, ContextOverheadMiB: ctx},
+			snap: snaptest.CT200, job: Job{TP: 1, Engines: []string{"SGLang"}, ContextOverheadMiB: ctx},
 			gpus: []int{0}, ready: true,
 			verdict: []verdict{{EngineSGLang, true, "TP 1: no balance check", nil}},
 			reason:  []string{"Ready: GPU 0 passes SGLang's startup check for TP 1."},
 		},
 		{
 			name: "idle host, reserved unknown: ready against nvidia-smi's total",
-			snap: idle, job: Job{TP: 8, ContextOverheadMiB: ctx},
+			snap: snaptest.Idle, job: Job{TP: 8, ContextOverheadMiB: ctx},
 			gpus: []int{0, 1, 2, 3, 4, 5, 6, 7}, ready: true,
 			verdict: []verdict{
 				{EngineSGLang, true, "min free 95,972 MiB (GPU 0) ≥ 0.9 × max free 95,972 MiB (GPU 0) = 86,375 MiB", nil},
@@ -126,7 +128,7 @@ func TestCheckReadiness(t *testing.T) {
 		},
 		{
 			name: "no context overhead: nvidia-smi's numbers as they are",
-			snap: ct200, job: Job{TP: 8, Engines: []string{EngineSGLang}},
+			snap: snaptest.CT200, job: Job{TP: 8, Engines: []string{EngineSGLang}},
 			gpus: []int{0, 1, 2, 3, 4, 5, 6, 7},
 			// The README's numbers: 0.9 × 97,252 = 87,526.8.
 			verdict: []verdict{{EngineSGLang, false, "min free 41,958 MiB (GPU 0) < 0.9 × max free 97,252 MiB (GPU 1) = 87,527 MiB", []int{0}}},
@@ -148,7 +150,7 @@ func TestCheckReadiness(t *testing.T) {
 		},
 		{
 			name: "--need larger than any GPU has",
-			snap: idle, job: Job{TP: 8, NeedMiB: i64(96000), ContextOverheadMiB: ctx},
+			snap: snaptest.Idle, job: Job{TP: 8, NeedMiB: snaptest.I64(96000), ContextOverheadMiB: ctx},
 			gpus: []int{0, 1, 2, 3, 4, 5, 6, 7},
 			verdict: []verdict{
 				{EngineSGLang, false, "min free 95,972 MiB (GPU 0) ≥ 0.9 × max free 95,972 MiB (GPU 0) = 86,375 MiB; min free 95,972 MiB (GPU 0) < need 96,000 MiB", []int{0, 1, 2, 3, 4, 5, 6, 7}},
@@ -174,13 +176,13 @@ func TestCheckReadiness(t *testing.T) {
 		},
 		{
 			name: "a healthy TP-8 job fills every GPU: vLLM fails everywhere, held by the job",
-			snap: busyTP8, job: Job{TP: 8, ContextOverheadMiB: ctx},
+			snap: snaptest.BusyTP8, job: Job{TP: 8, ContextOverheadMiB: ctx},
 			gpus:   []int{0, 1, 2, 3, 4, 5, 6, 7},
 			reason: []string{"free memory on GPUs 0-7 is held by PIDs 3017 (72,059 MiB), 3016 (72,022 MiB), 3015 (71,985 MiB), 3014 (71,948 MiB), 3013 (71,911 MiB), 3 more."},
 		},
 		{
 			name: "fewer GPUs than TP",
-			snap: idle, job: Job{TP: 16, ContextOverheadMiB: ctx},
+			snap: snaptest.Idle, job: Job{TP: 16, ContextOverheadMiB: ctx},
 			reason: []string{"Not ready: TP 16 needs 16 GPUs and this host has 8."},
 		},
 		{
@@ -214,22 +216,22 @@ func TestCheckReadiness(t *testing.T) {
 				"min free -280 MiB (GPU 0) < 0.9 × max free -280 MiB (GPU 0) = -252 MiB; GPUs 0, 1 have less free than the 1,280 MiB CUDA context", []int{0, 1}}},
 		},
 		{
-			name: "unknown engine", snap: idle, job: Job{TP: 8, Engines: []string{"trt-llm"}},
+			name: "unknown engine", snap: snaptest.Idle, job: Job{TP: 8, Engines: []string{"trt-llm"}},
 			reason: []string{`Cannot check readiness: unknown engine "trt-llm" (known: sglang, vllm).`},
 		},
 		{
-			name: "TP 0", snap: idle, job: Job{TP: 0},
+			name: "TP 0", snap: snaptest.Idle, job: Job{TP: 0},
 			reason: []string{"the tensor-parallel size must be at least 1, not 0"},
 		},
 		{
-			name: "utilization above 1", snap: idle, job: Job{TP: 1, GPUMemoryUtilization: 1.5},
+			name: "utilization above 1", snap: snaptest.Idle, job: Job{TP: 1, GPUMemoryUtilization: 1.5},
 			reason: []string{"gpu_memory_utilization must be in (0, 1], not 1.5"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.snap()
-			got := CheckReadiness(s, Diagnose(s, time.Time{}), tc.job)
+			got := Check(s, diagnose.Diagnose(s, time.Time{}), tc.job)
 			if !slices.Equal(got.GPUs, tc.gpus) {
 				t.Errorf("GPUs = %v, want %v", got.GPUs, tc.gpus)
 			}
@@ -282,15 +284,15 @@ func TestCheckReadiness(t *testing.T) {
 	}
 }
 
-func TestCheckReadinessDoesNotModifySnapshot(t *testing.T) {
-	s := ct200()
-	r := Diagnose(s, time.Time{})
+func TestCheckDoesNotModifySnapshot(t *testing.T) {
+	s := snaptest.CT200()
+	r := diagnose.Diagnose(s, time.Time{})
 	before := *s.GPUs[0].MemoryFreeMiB
-	CheckReadiness(s, r, Job{TP: 8, ContextOverheadMiB: DefaultContextOverheadMiB})
+	Check(s, r, Job{TP: 8, ContextOverheadMiB: DefaultContextOverheadMiB})
 	if *s.GPUs[0].MemoryFreeMiB != before {
 		t.Errorf("GPU 0 free changed: %d -> %d", before, *s.GPUs[0].MemoryFreeMiB)
 	}
-	if CheckReadiness(nil, Result{}, Job{TP: 1}).Ready {
+	if Check(nil, diagnose.Result{}, Job{TP: 1}).Ready {
 		t.Error("nil snapshot is ready")
 	}
 }
@@ -306,9 +308,9 @@ func TestBestSubsetIsOptimal(t *testing.T) {
 			total := []int64{81559, 97887, 97800}[rng.IntN(3)]
 			// Few distinct values, so ties and near-ties are common.
 			free := total - []int64{0, 500, 2000, 9000, 12000, 30000, 60000}[rng.IntN(7)] - int64(rng.IntN(3))*700
-			g := gpu(i, "GPU", total, total-free, free)
+			g := snaptest.GPU(i, "GPU", total, total-free, free)
 			if rng.IntN(2) == 0 {
-				g.MemoryReservedMiB = i64([]int64{0, 469, 635}[rng.IntN(3)])
+				g.MemoryReservedMiB = snaptest.I64([]int64{0, 469, 635}[rng.IntN(3)])
 			}
 			if rng.IntN(12) == 0 {
 				g.MIGMode = "Enabled"
@@ -318,14 +320,14 @@ func TestBestSubsetIsOptimal(t *testing.T) {
 		job := Job{TP: 1 + rng.IntN(n), Engines: engineSets[rng.IntN(3)],
 			GPUMemoryUtilization: []float64{0.8, 0.9, 0.95}[rng.IntN(3)], ContextOverheadMiB: int64(rng.IntN(3)) * 640}
 		if rng.IntN(3) == 0 {
-			job.NeedMiB = i64(70000 + int64(rng.IntN(30000)))
+			job.NeedMiB = snaptest.I64(70000 + int64(rng.IntN(30000)))
 		}
 		job, _ = normalize(job)
 		c := &checker{job: job}
 		c.sglang = slices.Contains(job.Engines, EngineSGLang)
 		c.vllm = slices.Contains(job.Engines, EngineVLLM)
 		c.ratioApplies = c.sglang && job.TP > 1
-		groups := (&host{s: s}).gpuGroups()
+		groups := diagnose.GPUGroups(s)
 
 		got, gotMin, gotOK := c.bestSubset(groups)
 
@@ -336,7 +338,7 @@ func TestBestSubsetIsOptimal(t *testing.T) {
 			for _, set := range combinations(grp, job.TP) {
 				var rs []rankGPU
 				for _, m := range set {
-					rs = append(rs, c.rankGPU(m.g))
+					rs = append(rs, c.rankGPU(m))
 				}
 				if !allPass(c.verdicts(rs)) {
 					continue
@@ -358,16 +360,16 @@ func TestBestSubsetIsOptimal(t *testing.T) {
 	}
 }
 
-func combinations(xs []gpuMem, k int) [][]gpuMem {
+func combinations(xs []*parse.GPU, k int) [][]*parse.GPU {
 	if k == 0 {
-		return [][]gpuMem{nil}
+		return [][]*parse.GPU{nil}
 	}
 	if len(xs) < k {
 		return nil
 	}
-	var out [][]gpuMem
+	var out [][]*parse.GPU
 	for _, rest := range combinations(xs[1:], k-1) {
-		out = append(out, append([]gpuMem{xs[0]}, rest...))
+		out = append(out, append([]*parse.GPU{xs[0]}, rest...))
 	}
 	return append(out, combinations(xs[1:], k)...)
 }
@@ -380,9 +382,9 @@ func TestBestSubsetLarge(t *testing.T) {
 		if i%2 == 0 {
 			free = 40000
 		}
-		s.GPUs = append(s.GPUs, gpu(i, "GPU", 97887, 97252-free, free))
+		s.GPUs = append(s.GPUs, snaptest.GPU(i, "GPU", 97887, 97252-free, free))
 	}
-	r := CheckReadiness(s, Result{}, Job{TP: 32, ContextOverheadMiB: DefaultContextOverheadMiB})
+	r := Check(s, diagnose.Result{}, Job{TP: 32, ContextOverheadMiB: DefaultContextOverheadMiB})
 	var odd []int
 	for i := 1; i < 64; i += 2 {
 		odd = append(odd, i)
@@ -390,27 +392,27 @@ func TestBestSubsetLarge(t *testing.T) {
 	if !slices.Equal(r.Subset, odd) {
 		t.Errorf("TP 32 subset = %v, want the odd GPUs", r.Subset)
 	}
-	r = CheckReadiness(s, Result{}, Job{TP: 64, ContextOverheadMiB: DefaultContextOverheadMiB})
+	r = Check(s, diagnose.Result{}, Job{TP: 64, ContextOverheadMiB: DefaultContextOverheadMiB})
 	if r.Ready || r.Subset != nil || len(r.Blockers) != 32 {
 		t.Errorf("TP 64: ready %v subset %v, %d blockers", r.Ready, r.Subset, len(r.Blockers))
 	}
 }
 
-func TestSummarizeReadiness(t *testing.T) {
-	ct := ct200()
-	idleS := idle()
+func TestSummarize(t *testing.T) {
+	ct := snaptest.CT200()
+	idleS := snaptest.Idle()
 	job := Job{TP: 8, ContextOverheadMiB: DefaultContextOverheadMiB}
 	job7 := Job{TP: 7, ContextOverheadMiB: DefaultContextOverheadMiB}
-	busy := busyTP8()
-	hosts := []HostReadiness{
-		{"gpu01", CheckReadiness(idleS, Diagnose(idleS, time.Time{}), job)},
-		{"gpu02", CheckReadiness(ct, Diagnose(ct, time.Time{}), job)},
-		{"gpu03", CheckReadiness(ct, Diagnose(ct, time.Time{}), job7)},
-		{"gpu04", CheckReadiness(busy, Diagnose(busy, time.Time{}), job)},
-		{"gpu05", CheckReadiness(idleS, Diagnose(idleS, time.Time{}), job)},
+	busy := snaptest.BusyTP8()
+	hosts := []Host{
+		{"gpu01", Check(idleS, diagnose.Diagnose(idleS, time.Time{}), job)},
+		{"gpu02", Check(ct, diagnose.Diagnose(ct, time.Time{}), job)},
+		{"gpu03", Check(ct, diagnose.Diagnose(ct, time.Time{}), job7)},
+		{"gpu04", Check(busy, diagnose.Diagnose(busy, time.Time{}), job)},
+		{"gpu05", Check(idleS, diagnose.Diagnose(idleS, time.Time{}), job)},
 	}
-	got := SummarizeReadiness(hosts)
-	want := FleetReadiness{ReadyNow: []string{"gpu01", "gpu05"}, ReadyWithSubset: []string{"gpu03"},
+	got := Summarize(hosts)
+	want := Fleet{ReadyNow: []string{"gpu01", "gpu05"}, ReadyWithSubset: []string{"gpu03"},
 		ReadyAfterFix: []string{"gpu02"}, NotReady: []string{"gpu04"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)

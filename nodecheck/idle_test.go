@@ -1,7 +1,9 @@
-package diagnose
+package nodecheck
 
 import (
 	"fmt"
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/snaptest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -59,31 +61,31 @@ var idleScopes = []IdleScope{{}, {Job: true, SlurmGPUs: "0"}, {Job: true, SlurmG
 	{Job: true, SlurmGPUs: "9"}, {Job: true, CUDAVisible: "1"}, {Job: true, CUDAVisible: "x"}}
 
 // checkIdleGate is the property: whenever the gate proves a snapshot clean for a scope,
-// CheckNode on the full diagnosis reports nothing there. It returns how many scopes passed.
+// Check on the full diagnosis reports nothing there. It returns how many scopes passed.
 func checkIdleGate(t *testing.T, name string, s *parse.Snapshot, perr error) int {
 	t.Helper()
 	if perr != nil {
 		s.Notes = append(s.Notes, parse.Note{Code: "parse-error", Message: perr.Error()}) // as node-check does
 	}
 	f := idleFactsOf(s, perr)
-	r := Diagnose(s, time.Unix(1796080492, 0))
+	r := diagnose.Diagnose(s, time.Unix(1796080492, 0))
 	passed := 0
 	for _, sc := range idleScopes {
 		if len(IdleGate(f, sc)) > 0 {
 			continue
 		}
 		passed++
-		scope := NodeScope{}
+		scope := Scope{}
 		if sc.Job {
 			gpus, missing, err := JobGPUs(s, sc.SlurmGPUs, sc.CUDAVisible)
 			if err != nil {
 				t.Errorf("%s, scope %+v: the gate passed a GPU list node-check refuses: %v", name, sc, err)
 				continue
 			}
-			scope = NodeScope{GPUs: gpus, Missing: missing, RequireFree: true}
+			scope = Scope{GPUs: gpus, Missing: missing, RequireFree: true}
 		}
-		if ps := CheckNode(r, scope); len(ps) > 0 {
-			t.Errorf("%s, scope %+v: the gate proved the node clean, CheckNode reports %s: %s", name, sc, ps[0].Code, ps[0].Title)
+		if ps := Check(r, scope); len(ps) > 0 {
+			t.Errorf("%s, scope %+v: the gate proved the node clean, Check reports %s: %s", name, sc, ps[0].Code, ps[0].Title)
 		}
 	}
 	return passed
@@ -91,7 +93,7 @@ func checkIdleGate(t *testing.T, name string, s *parse.Snapshot, perr error) int
 
 // idleCaptures are every capture to hand: the fixtures; the probe's captures of the node
 // boxes of cmd/gputriage's TestNodeCheckIdleGate (testdata/idle: nvidia-persistenced and a
-// stopped process holding a GPU's device, a compute app, ghost memory, /dev/shm filled by a
+// stopped process holding a GPU's device, a compute snaptest.App, ghost memory, /dev/shm filled by a
 // deleted file still mapped; GPUTRIAGE_IDLE_CAPTURES=DIR writes them again); and
 // ../shared/corpus's nvidia-smi outputs wrapped into the clean fixture in place of its own.
 func idleCaptures(t testing.TB) map[string][]byte {
@@ -145,10 +147,10 @@ func replaceSection(capture []byte, name string, body []byte, rc int) []byte {
 }
 
 // TestIdleGateNeverPassesAProblem: on every capture to hand and thousands of variants of
-// each (every GPU's used memory swept around the idle threshold, compute apps added,
-// /dev/shm's use swept, files and deleted files added, device holders of every kind,
-// nvidia-smi failing), the gate never proves clean a node CheckNode has a problem with; and
-// it does prove clean the idle ones, so the property is not vacuous.
+// each (every GPU's used memory swept around the snaptest.Idle threshold, compute apps added,
+// /dev/shm's use swept, files and deleted files added, device snaptest.Holders of every kind,
+// nvidia-smi failing), the gate never proves clean a node Check has a problem with; and
+// it does prove clean the snaptest.Idle ones, so the property is not vacuous.
 func TestIdleGateNeverPassesAProblem(t *testing.T) {
 	passed, total := 0, 0
 	for name, raw := range idleCaptures(t) {
@@ -172,7 +174,7 @@ func TestIdleGateNeverPassesAProblem(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	// The idle captures pass; those of nodes the gate must send to the probe do not.
+	// The snaptest.Idle captures pass; those of nodes the gate must send to the probe do not.
 	for name, want := range map[string]bool{"../fixtures/clean.capture": true, "testdata/idle/idle.capture": true,
 		"testdata/idle/a-stopped-process-holding-GPU-0s-device.capture": false, "testdata/idle/ghost-memory.capture": false,
 		"testdata/idle/devshm-filled-by-a-deleted-file-still-mapped.capture": false, "testdata/idle/a-compute-app.capture": false} {
@@ -194,11 +196,11 @@ func mutateIdle(s *parse.Snapshot, rng *rand.Rand) string {
 		return mutateGPUMemory(s, gi, rng)
 	case k == 3 && gi >= 0:
 		pid := 4000 + rng.IntN(3)
-		s.Apps = append(s.Apps, parse.ComputeApp{PID: pid, GPUUUID: s.GPUs[gi].UUID, UsedMiB: i64(int64(rng.IntN(3) * 200))})
+		s.Apps = append(s.Apps, parse.ComputeApp{PID: pid, GPUUUID: s.GPUs[gi].UUID, UsedMiB: snaptest.I64(int64(rng.IntN(3) * 200))})
 		if rng.IntN(2) == 0 {
 			addProcess(s, pid, "python3", rng)
 		}
-		return fmt.Sprintf("app PID %d on GPU %d", pid, gi)
+		return fmt.Sprintf("snaptest.App PID %d on GPU %d", pid, gi)
 	case k == 4:
 		return mutateShmUse(s, rng)
 	case k == 5:
@@ -222,7 +224,7 @@ func mutateIdle(s *parse.Snapshot, rng *rand.Rand) string {
 		pid := 6000 + rng.IntN(3)
 		p := addProcess(s, pid, "python3", rng)
 		path := []string{"/dev/shm/w/model.safetensors", "/dev/shm/sem.x", "/dev/shm/nccl-1", "/dev/shm/blob"}[rng.IntN(4)]
-		p.Shm = append(p.Shm, parse.ShmUse{Path: path, Deleted: rng.IntN(4) > 0, Mapped: true, Bytes: i64(4 * mib)})
+		p.Shm = append(p.Shm, parse.ShmUse{Path: path, Deleted: rng.IntN(4) > 0, Mapped: true, Bytes: snaptest.I64(4 * mib)})
 		return fmt.Sprintf("PID %d maps %s", pid, path)
 	case k == 8:
 		return mutateSMI(s, rng)
@@ -231,7 +233,7 @@ func mutateIdle(s *parse.Snapshot, rng *rand.Rand) string {
 		g.MIGMode = []string{"Enabled", "Disabled", ""}[rng.IntN(3)]
 		return fmt.Sprintf("GPU %d MIG %q", gi, g.MIGMode)
 	default:
-		s.Host.UID = ip(rng.IntN(2) * 1000)
+		s.Host.UID = snaptest.IP(rng.IntN(2) * 1000)
 		return fmt.Sprintf("uid %d", *s.Host.UID)
 	}
 }
@@ -253,7 +255,7 @@ func addShmFile(s *parse.Snapshot, name string, size int64) {
 	}
 }
 
-// mutateGPUMemory sets a GPU's used (and free) memory around the idle threshold, or its
+// mutateGPUMemory sets a GPU's used (and free) memory around the snaptest.Idle threshold, or its
 // total or reserved memory off its siblings'.
 func mutateGPUMemory(s *parse.Snapshot, gi int, rng *rand.Rand) string {
 	g := &s.GPUs[gi]
@@ -267,19 +269,19 @@ func mutateGPUMemory(s *parse.Snapshot, gi int, rng *rand.Rand) string {
 		g.MemoryUsedMiB = nil
 		return fmt.Sprintf("GPU %d used unknown", gi)
 	case 1:
-		g.MemoryTotalMiB = i64(total - total/[]int64{50, 20, 10}[rng.IntN(3)])
+		g.MemoryTotalMiB = snaptest.I64(total - total/[]int64{50, 20, 10}[rng.IntN(3)])
 		return fmt.Sprintf("GPU %d total %d", gi, *g.MemoryTotalMiB)
 	case 2:
-		g.MemoryReservedMiB = i64(used)
+		g.MemoryReservedMiB = snaptest.I64(used)
 	case 3: // free memory nvidia-smi does not account for in used (another partition's, say)
-		g.MemoryFreeMiB = i64(total * []int64{80, 89, 90, 95}[rng.IntN(4)] / 100)
+		g.MemoryFreeMiB = snaptest.I64(total * []int64{80, 89, 90, 95}[rng.IntN(4)] / 100)
 		return fmt.Sprintf("GPU %d free %d", gi, *g.MemoryFreeMiB)
 	}
 	reserved := int64(0)
 	if g.MemoryReservedMiB != nil {
 		reserved = *g.MemoryReservedMiB
 	}
-	g.MemoryUsedMiB, g.MemoryFreeMiB = i64(used), i64(max(total-used-reserved, 0))
+	g.MemoryUsedMiB, g.MemoryFreeMiB = snaptest.I64(used), snaptest.I64(max(total-used-reserved, 0))
 	return fmt.Sprintf("GPU %d used %d", gi, used)
 }
 
@@ -292,32 +294,32 @@ func mutateShmUse(s *parse.Snapshot, rng *rand.Rand) string {
 	if rng.IntN(3) == 0 {
 		avail = []int64{gib - 1, gib, gib + 1}[rng.IntN(3)]
 	}
-	s.Shm.SizeBytes, s.Shm.UsedBytes, s.Shm.AvailBytes = i64(size), i64(used), i64(avail)
+	s.Shm.SizeBytes, s.Shm.UsedBytes, s.Shm.AvailBytes = snaptest.I64(size), snaptest.I64(used), snaptest.I64(avail)
 	if rng.IntN(5) == 0 {
 		s.Shm.SizeBytes = nil
 	}
 	return fmt.Sprintf("shm %d/%d avail %d", used, size, avail)
 }
 
-// mutateSMI makes nvidia-smi fail, cut or refuse fields, or its app query fail.
+// mutateSMI makes nvidia-smi fail, cut or refuse fields, or its snaptest.App query fail.
 func mutateSMI(s *parse.Snapshot, rng *rand.Rand) string {
 	kinds := []parse.SMIFailureKind{parse.SMIMissing, parse.SMINoDriver, parse.SMITimeout, parse.SMINoDevices, parse.SMIOther}
 	switch rng.IntN(4) {
 	case 0:
 		k := kinds[rng.IntN(len(kinds))]
-		s.SMI.Failure = &parse.SMIFailure{Kind: k, Message: "failed", ExitCode: ip(9)}
+		s.SMI.Failure = &parse.SMIFailure{Kind: k, Message: "failed", ExitCode: snaptest.IP(9)}
 		return "smi failed " + string(k)
 	case 1:
 		for i := range s.Sections {
 			if s.Sections[i].Name == "smi-apps" {
-				s.Sections[i].ExitCode = ip([]int{9, 124, 0}[rng.IntN(3)])
+				s.Sections[i].ExitCode = snaptest.IP([]int{9, 124, 0}[rng.IntN(3)])
 			}
 		}
 		return "apps rc"
 	case 2:
-		if rng.IntN(3) == 0 { // the app query not run, as after the GPU query timed out
+		if rng.IntN(3) == 0 { // the snaptest.App query not run, as after the GPU query timed out
 			s.Sections = slices.DeleteFunc(s.Sections, func(sec parse.SectionInfo) bool { return sec.Name == "smi-apps" })
-			return "no app query"
+			return "no snaptest.App query"
 		}
 		i := rng.IntN(len(s.Sections) + 1)
 		if i < len(s.Sections) {
@@ -342,19 +344,19 @@ func addProcess(s *parse.Snapshot, pid int, comm string, rng *rand.Rand) *parse.
 	}
 	state := []string{"S", "Z", "T", "R"}[rng.IntN(4)]
 	age := []time.Duration{time.Minute, 48 * time.Hour}[rng.IntN(2)]
-	p := proc(pid, []int{1, 77}[rng.IntN(2)], state, 1000, "alice", age, comm, "-m", "vllm.entrypoints.openai.api_server",
+	p := snaptest.Proc(pid, []int{1, 77}[rng.IntN(2)], state, 1000, "alice", age, comm, "-m", "vllm.entrypoints.openai.api_server",
 		"--model", "/models/gone")
 	p.Comm = comm
 	p.ModelPaths = []parse.PathCheck{{Path: "/models/gone", Exists: rng.IntN(2) == 0}}
 	if rng.IntN(2) == 0 {
-		p.Cgroup = sessionCgroup(3)
+		p.Cgroup = snaptest.SessionCgroup(3)
 	}
 	s.Processes = append(s.Processes, p)
 	return &s.Processes[len(s.Processes)-1]
 }
 
 // FuzzIdleGate: on any capture, and any variant of it, the gate never proves clean a node
-// CheckNode has a problem with.
+// Check has a problem with.
 func FuzzIdleGate(f *testing.F) {
 	for _, raw := range idleCaptures(f) {
 		f.Add(raw, uint64(1), uint8(0))
@@ -373,12 +375,12 @@ func FuzzIdleGate(f *testing.F) {
 	})
 }
 
-// An idle node whose compute-app list reached the client's cap on records is not passed: the
+// An snaptest.Idle node whose compute-snaptest.App list reached the client's cap on records is not passed: the
 // apps past the cap are unseen, and the doubt says it was the cap, not a byte bound.
 func TestIdleGateDoubtsACappedAppList(t *testing.T) {
 	s, err := parse.Parse(idleCaptures(t)["testdata/idle/idle.capture"])
 	if d := IdleGate(idleFactsOf(s, err), IdleScope{}); len(d) != 0 {
-		t.Fatalf("the idle capture has doubts %v", d)
+		t.Fatalf("the snaptest.Idle capture has doubts %v", d)
 	}
 	i := slices.IndexFunc(s.Sections, func(x parse.SectionInfo) bool { return x.Name == "smi-apps" })
 	if i < 0 {
@@ -389,6 +391,11 @@ func TestIdleGateDoubtsACappedAppList(t *testing.T) {
 	if !slices.ContainsFunc(d, func(x IdleDoubt) bool {
 		return x.Code == "smi" && strings.Contains(x.Detail, "cap on records (3 more dropped)")
 	}) {
-		t.Errorf("doubts %v: want one saying the app list reached the cap on records", d)
+		t.Errorf("doubts %v: want one saying the snaptest.App list reached the cap on records", d)
 	}
 }
+
+const (
+	mib = int64(1) << 20
+	gib = int64(1) << 30
+)

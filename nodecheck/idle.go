@@ -1,16 +1,16 @@
-package diagnose
+package nodecheck
 
 import (
 	"fmt"
+	"github.com/gputriage/gputriage/diagnose"
 	"strings"
-	"time"
 
 	"github.com/gputriage/gputriage/parse"
 )
 
 // IdleFacts are what node-check's idle gate reads of a node before it decides whether the
 // probe must run: the probe's own nvidia-smi queries, and a few things /proc and /dev/shm say
-// at once. The caller gathers them (cmd/gputriage); IdleGate judges them.
+// at once. ReadIdleFacts gathers them on this node; IdleGate judges them.
 type IdleFacts struct {
 	// SMI is what the probe's nvidia-smi queries answered (the same arguments, bounds and
 	// fallback), parsed from sections as the probe's are: GPUs, Apps, SMI and Sections.
@@ -69,9 +69,8 @@ type IdleDoubt struct {
 func (d IdleDoubt) String() string { return d.Code + ": " + d.Detail }
 
 // idleShmFileBytes is the most the files under /dev/shm may hold in all for the gate: below
-// the smallest size shm-stale reports (staleSegmentMinBytes), no file or directory can be
-// stale, whoever holds it.
-const idleShmFileBytes = staleSegmentMinBytes
+// the smallest size shm-stale reports, no file or directory can be stale, whoever holds it.
+const idleShmFileBytes = diagnose.StaleSegmentMinBytes
 
 // IdleGate decides whether CheckNode, on the probe of this node, could report anything for
 // scope. It returns no doubt only when it proves that none of the findings at warning or
@@ -86,10 +85,10 @@ const idleShmFileBytes = staleSegmentMinBytes
 //     wants it run, exit 0, whole), not-root with ghost memory (no ghost, below), or a capture
 //     cut or tampered with. No capture is made on the fast path, and one of a node that
 //     passes holds a few small sections, far below the client's bound.
-//   - ghost-memory wants a GPU whose memory.used passes ghostBaseline: the gate wants every
+//   - ghost-memory wants a GPU whose memory.used passes diagnose.GhostBaseline: the gate wants every
 //     GPU's memory.used known and within it.
 //   - memory-imbalance is judged from nvidia-smi's numbers alone: the gate runs the same
-//     SGLang check (checkGroup) on the same GPUs, and wants it to pass on every group.
+//     SGLang check (diagnose.Imbalances) on the same GPUs, and wants it to pass on every group.
 //   - leftover-process wants a GPU process that is not a driver helper: one that nvidia-smi
 //     lists (the gate wants no compute app at all) or one holding /dev/nvidiaN open (the gate
 //     wants every such holder to be a driver helper, named as diagnose names them). Its
@@ -118,11 +117,11 @@ func IdleGate(f IdleFacts, scope IdleScope) []IdleDoubt {
 	if f.SMI == nil {
 		return append(out, IdleDoubt{Code: "smi", GPU: -1, Detail: "nvidia-smi was not asked"})
 	}
-	h := newHost(idleSnapshot(f), time.Time{})
-	out = append(out, h.idleSMIDoubts(f.SMIUnparsed)...)
-	out = append(out, h.idleGPUDoubts()...)
+	s := idleSnapshot(f)
+	out = append(out, idleSMIDoubts(s, f.SMIUnparsed)...)
+	out = append(out, idleGPUDoubts(s)...)
 	out = append(out, idleProcessDoubts(f)...)
-	out = append(out, h.idleShmDoubts(f)...)
+	out = append(out, idleShmDoubts(s, f)...)
 	if scope.Job {
 		out = append(out, idleJobDoubts(f.SMI, scope)...)
 	}
@@ -140,22 +139,22 @@ func idleSnapshot(f IdleFacts) *parse.Snapshot {
 
 // idleSMIDoubts: the GPU and app queries must have run, exited 0, whole, and parsed; no
 // compute app may be listed.
-func (h *host) idleSMIDoubts(unparsed bool) []IdleDoubt {
+func idleSMIDoubts(s *parse.Snapshot, unparsed bool) []IdleDoubt {
 	var out []IdleDoubt
 	doubt := func(code, format string, args ...any) {
 		out = append(out, IdleDoubt{Code: code, GPU: -1, Detail: fmt.Sprintf(format, args...)})
 	}
-	if f, ok := h.smiFinding(); ok {
-		doubt("smi", "nvidia-smi failed (%s)", f.Kind)
+	if kind, failed := diagnose.SMIFailed(s); failed {
+		doubt("smi", "nvidia-smi failed (%s)", kind)
 	}
 	if unparsed {
 		doubt("smi", "nvidia-smi's answers did not parse")
 	}
-	if h.s.Truncated {
+	if s.Truncated {
 		doubt("smi", "nvidia-smi's answers were cut")
 	}
 	gpuQuery := false
-	for _, sec := range h.s.Sections {
+	for _, sec := range s.Sections {
 		if !strings.HasPrefix(sec.Name, "smi-") {
 			continue
 		}
@@ -165,24 +164,24 @@ func (h *host) idleSMIDoubts(unparsed bool) []IdleDoubt {
 			doubt("smi", "nvidia-smi's %s answer was cut at the client's cap on records (%d more dropped)", sec.Name, sec.Dropped)
 		case sec.Truncated:
 			doubt("smi", "nvidia-smi's %s answer was cut at %d bytes", sec.Name, sec.Limit)
-		case sec.ExitCode == nil || *sec.ExitCode != 0 && !(sec.Name == "smi-gpu" && h.s.SMI.FieldFallback):
+		case sec.ExitCode == nil || *sec.ExitCode != 0 && !(sec.Name == "smi-gpu" && s.SMI.FieldFallback):
 			doubt("smi", "nvidia-smi's %s query did not exit 0", sec.Name)
 		}
 	}
 	if !gpuQuery {
 		doubt("smi", "nvidia-smi's GPU query did not run")
 	}
-	if h.appsUnknown() || !h.hasSection("smi-apps") {
+	if diagnose.AppsUnknown(s) || !hasSection(s, "smi-apps") {
 		doubt("apps", "nvidia-smi's compute-app query did not run or failed")
 	}
-	if n := len(h.s.Apps); n > 0 {
+	if n := len(s.Apps); n > 0 {
 		doubt("apps", "nvidia-smi lists %d compute app(s)", n)
 	}
 	return out
 }
 
-func (h *host) hasSection(name string) bool {
-	for _, sec := range h.s.Sections {
+func hasSection(s *parse.Snapshot, name string) bool {
+	for _, sec := range s.Sections {
 		if sec.Name == name {
 			return true
 		}
@@ -192,26 +191,21 @@ func (h *host) hasSection(name string) bool {
 
 // idleGPUDoubts: every GPU's memory.used known and within what diagnose treats as idle, and
 // SGLang's check passing on every group of same-size GPUs.
-func (h *host) idleGPUDoubts() []IdleDoubt {
+func idleGPUDoubts(s *parse.Snapshot) []IdleDoubt {
 	var out []IdleDoubt
-	for i := range h.s.GPUs {
-		g := &h.s.GPUs[i]
+	for i := range s.GPUs {
+		g := &s.GPUs[i]
 		switch {
 		case g.MemoryUsedMiB == nil:
 			out = append(out, IdleDoubt{Code: "gpu-used", GPU: g.Index, Detail: fmt.Sprintf("GPU %d's memory.used is unknown", g.Index)})
-		case *g.MemoryUsedMiB > h.ghostBaseline(g):
+		case *g.MemoryUsedMiB > diagnose.GhostBaseline(g):
 			out = append(out, IdleDoubt{Code: "gpu-used", GPU: g.Index, Detail: fmt.Sprintf("GPU %d has %s used, above the %s an idle GPU shows",
-				g.Index, fmtMiB(*g.MemoryUsedMiB), fmtMiB(h.ghostBaseline(g)))})
+				g.Index, diagnose.FormatMiB(*g.MemoryUsedMiB), diagnose.FormatMiB(diagnose.GhostBaseline(g)))})
 		}
 	}
-	for _, grp := range h.gpuGroups() {
-		if len(grp) < 2 {
-			continue
-		}
-		if c, failed := checkGroup(grp); failed {
-			out = append(out, IdleDoubt{Code: "imbalance", GPU: c.lo.g.Index, Detail: fmt.Sprintf("GPU %d has %s free, less than 0.9 × GPU %d's %s",
-				c.lo.g.Index, fmtMiB(c.lo.free), c.hi.g.Index, fmtMiB(c.hi.free))})
-		}
+	for _, c := range diagnose.Imbalances(s) {
+		out = append(out, IdleDoubt{Code: "imbalance", GPU: c.Lo, Detail: fmt.Sprintf("GPU %d has %s free, less than 0.9 × GPU %d's %s",
+			c.Lo, diagnose.FormatMiB(c.LoMiB), c.Hi, diagnose.FormatMiB(c.HiMiB))})
 	}
 	return out
 }
@@ -226,10 +220,10 @@ func idleProcessDoubts(f IdleFacts) []IdleDoubt {
 	}
 	for _, d := range f.Devices {
 		dev, _ := strings.CutSuffix(d.Device, " (deleted)")
-		if _, gpu := deviceGPU(dev); !gpu {
+		if _, gpu := diagnose.DeviceGPU(dev); !gpu {
 			continue // /dev/nvidiactl, /dev/nvidia-uvm...: no GPU of its own, no GPU process
 		}
-		if d.Known && driverHelper(d.Comm, d.Argv) {
+		if d.Known && diagnose.DriverHelper(d.Comm, d.Argv) {
 			continue
 		}
 		out = append(out, IdleDoubt{Code: "device", GPU: -1, PID: d.PID,
@@ -240,19 +234,19 @@ func idleProcessDoubts(f IdleFacts) []IdleDoubt {
 
 // idleShmDoubts: shm-full silent on df's numbers, and too little in /dev/shm for anything
 // there to be stale.
-func (h *host) idleShmDoubts(f IdleFacts) []IdleDoubt {
+func idleShmDoubts(s *parse.Snapshot, f IdleFacts) []IdleDoubt {
 	var out []IdleDoubt
-	if _, known := h.shmUsage(); !known {
+	if title, known, full := diagnose.ShmFull(s); !known {
 		out = append(out, IdleDoubt{Code: "shm-full", GPU: -1, Detail: "/dev/shm's size and use are unknown"})
-	} else if sf, full := h.shmFullFinding(); full {
-		out = append(out, IdleDoubt{Code: "shm-full", GPU: -1, Detail: "/dev/shm: " + sf.Title})
+	} else if full {
+		out = append(out, IdleDoubt{Code: "shm-full", GPU: -1, Detail: "/dev/shm: " + title})
 	}
 	switch {
 	case !f.ShmListed:
 		out = append(out, IdleDoubt{Code: "shm-files", GPU: -1, Detail: "/dev/shm could not be listed whole"})
 	case f.ShmFileBytes >= idleShmFileBytes:
 		out = append(out, IdleDoubt{Code: "shm-files", GPU: -1, Detail: fmt.Sprintf("the files under /dev/shm hold %s, %s or more",
-			fmtBytes(f.ShmFileBytes), fmtBytes(idleShmFileBytes))})
+			diagnose.FormatBytes(f.ShmFileBytes), diagnose.FormatBytes(idleShmFileBytes))})
 	}
 	return out
 }

@@ -1,15 +1,13 @@
 //go:build !linux
 
-package main
+package nodecheck
 
 import (
 	"context"
-
-	"github.com/gputriage/gputriage/diagnose"
 )
 
 // idleNodeFacts: the gate reads /proc, which only Linux has; elsewhere it always doubts and
 // node-check runs the probe.
-func idleNodeFacts(_ context.Context, f *diagnose.IdleFacts) {
+func idleNodeFacts(_ context.Context, f *IdleFacts) {
 	f.Unseen = append(f.Unseen, "not Linux: /proc cannot be read")
 }

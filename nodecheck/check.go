@@ -1,8 +1,9 @@
-package diagnose
+package nodecheck
 
 import (
 	"errors"
 	"fmt"
+	"github.com/gputriage/gputriage/diagnose"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,8 +20,8 @@ const (
 	CodeGPUMissing = "gpu-missing"
 )
 
-// NodeScope is what a node check (gputriage node-check, run by Slurm on the node) judges.
-type NodeScope struct {
+// Scope is what a node check (gputriage node-check, run by Slurm on the node) judges.
+type Scope struct {
 	// GPUs are the GPU indexes (nvidia-smi's) of the job the check runs for; nil: the whole
 	// node (the health check).
 	GPUs []int
@@ -30,16 +31,16 @@ type NodeScope struct {
 	// ended (epilog), or the job that gets it has not started (prolog).
 	RequireFree bool
 	// Unconstrained: a running job's process on GPUs it was not allocated
-	// (gpu-outside-allocation) is a problem too. Without it, that is a note (NodeNotes): the
+	// (gpu-outside-allocation) is a problem too. Without it, that is a note (Notes): the
 	// job runs, and the node is fine for the jobs Slurm gives it.
 	Unconstrained bool
 }
 
-// NodeProblem is one reason a node is not fit for work, with the typed facts a drain reason
+// Problem is one reason a node is not fit for work, with the typed facts a drain reason
 // is made of.
-type NodeProblem struct {
+type Problem struct {
 	Code     string // a finding code, gpu-not-free or gpu-missing
-	Severity Severity
+	Severity diagnose.Severity
 	Title    string // for people; host text inside: sanitize before printing
 	GPUs     []int
 	// The culprit, when one process is: its PID, program (raw host text), memory on GPU, and
@@ -51,18 +52,18 @@ type NodeProblem struct {
 	Job     string
 }
 
-// CheckNode judges a node for Slurm: the findings at warning or worse that concern the scope
+// Check judges a node for Slurm: the findings at warning or worse that concern the scope
 // (every one, for the whole node; those naming its GPUs, and any nvidia-smi failure, for a
 // job's GPUs), and with RequireFree every process holding memory on the scope's GPUs that no
 // finding already names. Most severe first.
-func CheckNode(r Result, scope NodeScope) []NodeProblem {
-	var out []NodeProblem
+func Check(r diagnose.Result, scope Scope) []Problem {
+	var out []Problem
 	named := map[int]bool{}
 	for _, f := range r.Findings {
-		if f.Severity < Warning || !scope.concerns(f) || scope.isNote(f) {
+		if f.Severity < diagnose.Warning || !scope.concerns(f) || scope.isNote(f) {
 			continue
 		}
-		p := NodeProblem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs, GPU: -1}
+		p := Problem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs, GPU: -1}
 		// The culprit is one the finding blames: a memory imbalance names the healthy work on
 		// its short GPUs too, as healthy, and a drain reason shows only its first PID.
 		blamed := f.PIDs
@@ -78,23 +79,23 @@ func CheckNode(r Result, scope NodeScope) []NodeProblem {
 		out = append(out, p)
 	}
 	for _, m := range scope.Missing {
-		out = append(out, NodeProblem{Code: CodeGPUMissing, Severity: Error, GPU: -1,
+		out = append(out, Problem{Code: CodeGPUMissing, Severity: diagnose.Error, GPU: -1,
 			Title: fmt.Sprintf("GPU %s, given to the job by Slurm, is not listed by nvidia-smi", m)})
 	}
 	if scope.RequireFree {
 		out = append(out, notFree(r, scope.GPUs, named)...)
 	}
-	slices.SortStableFunc(out, func(a, b NodeProblem) int { return int(b.Severity - a.Severity) })
+	slices.SortStableFunc(out, func(a, b Problem) int { return int(b.Severity - a.Severity) })
 	return out
 }
 
-// NodeNotes are the findings CheckNode leaves out as no problem of the node's (isNote), for a
+// Notes are the findings Check leaves out as no problem of the node's (isNote), for a
 // node check to print: gpu-outside-allocation without Unconstrained.
-func NodeNotes(r Result, scope NodeScope) []NodeProblem {
-	var out []NodeProblem
+func Notes(r diagnose.Result, scope Scope) []Problem {
+	var out []Problem
 	for _, f := range r.Findings {
-		if f.Severity >= Warning && scope.concerns(f) && scope.isNote(f) {
-			p := NodeProblem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs}
+		if f.Severity >= diagnose.Warning && scope.concerns(f) && scope.isNote(f) {
+			p := Problem{Code: f.Code, Severity: f.Severity, Title: f.Title, GPUs: f.GPUs}
 			p.culprit(r, f.PIDs[0], f.GPUs)
 			out = append(out, p)
 		}
@@ -104,18 +105,18 @@ func NodeNotes(r Result, scope NodeScope) []NodeProblem {
 
 // isNote reports whether a finding is left out of a node's problems: a running job's use of
 // GPUs it was not allocated, unless the scope counts it.
-func (sc NodeScope) isNote(f Finding) bool {
-	return f.Code == CodeGPUOutsideAllocation && !sc.Unconstrained && len(f.PIDs) > 0
+func (sc Scope) isNote(f diagnose.Finding) bool {
+	return f.Code == diagnose.CodeGPUOutsideAllocation && !sc.Unconstrained && len(f.PIDs) > 0
 }
 
 // concerns reports whether a finding is about the scope. For a job's GPUs, a memory
 // imbalance is not: it compares them with the others, and what matters to the job, a GPU of
 // its own that is not free, RequireFree checks directly.
-func (sc NodeScope) concerns(f Finding) bool {
-	if sc.GPUs == nil || f.Code == CodeSMIFailed {
+func (sc Scope) concerns(f diagnose.Finding) bool {
+	if sc.GPUs == nil || f.Code == diagnose.CodeSMIFailed {
 		return true
 	}
-	if f.Code == CodeMemoryImbalance {
+	if f.Code == diagnose.CodeMemoryImbalance {
 		return false
 	}
 	for _, g := range f.GPUs {
@@ -127,8 +128,8 @@ func (sc NodeScope) concerns(f Finding) bool {
 }
 
 // notFree are the holders of memory on gpus that no finding names: one problem per process.
-func notFree(r Result, gpus []int, named map[int]bool) []NodeProblem {
-	var out []NodeProblem
+func notFree(r diagnose.Result, gpus []int, named map[int]bool) []Problem {
+	var out []Problem
 	for _, gp := range r.Processes {
 		if named[gp.PID] {
 			continue
@@ -142,10 +143,10 @@ func notFree(r Result, gpus []int, named map[int]bool) []NodeProblem {
 		if len(on) == 0 {
 			continue
 		}
-		p := NodeProblem{Code: CodeGPUNotFree, Severity: Error, GPUs: on}
+		p := Problem{Code: CodeGPUNotFree, Severity: diagnose.Error, GPUs: on}
 		p.culprit(r, gp.PID, on)
 		p.Title = fmt.Sprintf("PID %d (%s) holds %s on GPU %d, a GPU of the job that must be free",
-			gp.PID, processLabel(gp), fmtMiB(p.MiB), p.GPU)
+			gp.PID, processLabel(gp), diagnose.FormatMiB(p.MiB), p.GPU)
 		if gp.SlurmJob != "" {
 			p.Title += "; it is of Slurm job " + gp.SlurmJob
 		}
@@ -155,9 +156,9 @@ func notFree(r Result, gpus []int, named map[int]bool) []NodeProblem {
 }
 
 // culprit fills in what the process pid holds, on the first of gpus it has memory on.
-func (p *NodeProblem) culprit(r Result, pid int, gpus []int) {
+func (p *Problem) culprit(r diagnose.Result, pid int, gpus []int) {
 	p.PID, p.GPU = pid, -1
-	i := slices.IndexFunc(r.Processes, func(gp GPUProcess) bool { return gp.PID == pid })
+	i := slices.IndexFunc(r.Processes, func(gp diagnose.GPUProcess) bool { return gp.PID == pid })
 	if i < 0 {
 		return
 	}
@@ -172,7 +173,7 @@ func (p *NodeProblem) culprit(r Result, pid int, gpus []int) {
 }
 
 // processLabel is the program a process runs, else its name.
-func processLabel(gp GPUProcess) string {
+func processLabel(gp diagnose.GPUProcess) string {
 	if gp.Program != "" {
 		return gp.Program
 	}
@@ -246,7 +247,7 @@ const maxDrainReason = 80
 // when other problems have other culprits, at most 80 bytes of printable ASCII whatever the
 // host's text: the program name keeps only [A-Za-z0-9._:/+-] and is shortened first, then
 // dropped.
-func DrainReason(problems []NodeProblem) string {
+func DrainReason(problems []Problem) string {
 	if len(problems) == 0 {
 		return ""
 	}
@@ -268,7 +269,7 @@ func DrainReason(problems []NodeProblem) string {
 	if p.GPU >= 0 {
 		facts = append(facts, fmt.Sprintf("%d MiB GPU %d", p.MiB, p.GPU))
 	} else if len(p.GPUs) > 0 {
-		facts = append(facts, "GPU "+FormatGPUs(p.GPUs))
+		facts = append(facts, "GPU "+diagnose.FormatGPUs(p.GPUs))
 	}
 	if j := reasonWord(p.Job, 12); j != "" {
 		facts = append(facts, "job "+j)

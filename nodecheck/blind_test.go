@@ -1,6 +1,8 @@
-package diagnose
+package nodecheck
 
 import (
+	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/snaptest"
 	"slices"
 	"testing"
 
@@ -38,21 +40,22 @@ func TestUndescribedHolderIsAWarning(t *testing.T) {
 		}, false},
 	}
 	for _, c := range cases {
-		s := idle()
-		s.GPUs[0].MemoryUsedMiB, s.GPUs[0].MemoryFreeMiB = i64(55_296), i64(42_000)
-		s.Apps = append(s.Apps, parse.ComputeApp{PID: 4242, GPUUUID: s.GPUs[0].UUID, UsedMiB: i64(55_286)})
+		s := snaptest.Idle()
+		s.GPUs[0].MemoryUsedMiB, s.GPUs[0].MemoryFreeMiB = snaptest.I64(55_296), snaptest.I64(42_000)
+		s.Apps = append(s.Apps, parse.ComputeApp{PID: 4242, GPUUUID: s.GPUs[0].UUID, UsedMiB: snaptest.I64(55_286)})
 		s.Sections = []parse.SectionInfo{{Name: "smi-gpu", ExitCode: rc(0)}, {Name: "smi-apps", ExitCode: rc(0)}}
 		c.edit(s)
-		r := Diagnose(s, refTime)
-		f := findCode(r.Findings, CodeProbeLimited)
-		if f == nil {
+		r := diagnose.Diagnose(s, snaptest.RefTime)
+		i := slices.IndexFunc(r.Findings, func(f diagnose.Finding) bool { return f.Code == diagnose.CodeProbeLimited })
+		if i < 0 {
 			t.Fatalf("%s: no probe-limited finding", c.name)
 		}
-		named := slices.ContainsFunc(f.Reasons, func(r Reason) bool {
-			return r.Code == ReasonHolderUndescribed && r.PID == 4242 && r.Strong
+		f := r.Findings[i]
+		named := slices.ContainsFunc(f.Reasons, func(r diagnose.Reason) bool {
+			return r.Code == diagnose.ReasonHolderUndescribed && r.PID == 4242 && r.Strong
 		})
-		problem := slices.ContainsFunc(CheckNode(r, NodeScope{}), func(p NodeProblem) bool { return p.Code == CodeProbeLimited })
-		if named != c.warn || (f.Severity == Warning) != c.warn || problem != c.warn {
+		problem := slices.ContainsFunc(Check(r, Scope{}), func(p Problem) bool { return p.Code == diagnose.CodeProbeLimited })
+		if named != c.warn || (f.Severity == diagnose.Warning) != c.warn || problem != c.warn {
 			t.Errorf("%s: holder-undescribed %v, severity %s, node-check problem %v; want %v\n%+v", c.name, named, f.Severity, problem, c.warn, f.Reasons)
 		}
 	}
