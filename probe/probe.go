@@ -5,11 +5,13 @@ import (
 	"fmt"
 )
 
-// Script is the read-only POSIX sh script run on each host. Its output format is documented
-// in docs/capture.md. Run it with Input on the standard input of `sh -s`.
-//
+// Script is the read-only POSIX sh script run on each host: probe.sh with its nvidia-smi
+// queries filled in (smi.go). Its output format is documented in docs/capture.md. Run it with
+// Input on the standard input of `sh -s`.
+var Script = render(script)
+
 //go:embed probe.sh
-var Script string
+var script string
 
 // Input is what `sh -s` reads on a host: a first line that sets the run's nonce and
 // nvidia-smi time bound as positional parameters, then the probe. The nonce travels on stdin,
