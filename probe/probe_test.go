@@ -346,3 +346,24 @@ func TestProbeLimitsMatchClient(t *testing.T) {
 		t.Errorf("the probe prints sections %v; the client knows %d", seen, len(parse.SectionNames()))
 	}
 }
+
+// The probe writes the header the client reads (parse.CaptureHeader) and sends base64-encoded
+// exactly the sections the client decodes so (parse.IsBase64Section).
+func TestProbeFormatMatchesClient(t *testing.T) {
+	header := strings.Replace(parse.CaptureHeader("%s"), "\n", `\n`, 1)
+	if !strings.Contains(probe.Script, "\nprintf '"+header+"' \"$N\"\n") {
+		t.Errorf("the probe does not print the header %q", parse.CaptureHeader("NONCE"))
+	}
+	sent := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\bcapsec64 ([a-z-]+) `).FindAllStringSubmatch(probe.Script, -1) {
+		sent[m[1]] = true
+	}
+	if len(sent) == 0 {
+		t.Error("the probe sends no section base64-encoded")
+	}
+	for _, name := range parse.SectionNames() {
+		if sent[name] != parse.IsBase64Section(name) {
+			t.Errorf("section %s: the probe sends it base64-encoded: %v; the client decodes it so: %v", name, sent[name], parse.IsBase64Section(name))
+		}
+	}
+}
