@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // node-check's idle gate: before the probe, node-check asks nvidia-smi exactly what the
@@ -22,14 +23,12 @@ import (
 // none can does node-check answer clean without the probe. The probe stays the one source
 // of every capture: the gate makes none, and judges nothing it does not prove.
 
-// gpuBaseFields and the query arguments are the probe's (parse/probe.sh): the gate's answers
-// must be the answers the probe would get.
-const gpuBaseFields = "index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,compute_mode,driver_version"
-
+// The query arguments are the probe's own: the gate's answers must be the answers the probe
+// would get.
 var (
-	smiGPUArgs      = []string{"--query-gpu=" + gpuBaseFields + ",memory.reserved,mig.mode.current,minor_number", "--format=csv,nounits"}
-	smiGPUBasicArgs = []string{"--query-gpu=" + gpuBaseFields, "--format=csv,nounits"}
-	smiAppsArgs     = []string{"--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,nounits"}
+	smiGPUArgs      = probe.GPUQuery()
+	smiGPUBasicArgs = probe.GPUBasicQuery()
+	smiAppsArgs     = probe.AppsQuery()
 	// smiDirs are where the probe looks for nvidia-smi when PATH lacks it, in its order.
 	smiDirs = []string{"/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/opt/nvidia/bin", "/usr/lib/wsl/lib"}
 )

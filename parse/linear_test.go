@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,30 +25,33 @@ func measure(f func()) (time.Duration, uint64) {
 // hugeCapture is a version 2 capture with n compute-app rows, n procs records, n fds records,
 // n /dev/shm entries (the deepest the probe lists) and one /dev/shm path n components deep.
 func hugeCapture(n int) []byte {
-	var apps, procs, fds, ls bytes.Buffer
-	apps.WriteString("pid, gpu_uuid, used_memory [MiB]\n")
-	ls.WriteString("d\t40\t1.5\t0\t/dev/shm\x00")
+	var apps, procs, fds, ls []byte
+	apps = append(apps, "pid, gpu_uuid, used_memory [MiB]\n"...)
+	ls = append(ls, "d\t40\t1.5\t0\t/dev/shm\x00"...)
 	for i := range n {
-		pid := 1000 + i
-		fmt.Fprintf(&apps, "%d, GPU-%d, %d\n", pid, i%8, i%1000)
-		fmt.Fprintf(&procs, "pid %d\x00cgroup 0::/system.slice/u%d.service\x00end\x00", pid, i)
-		fmt.Fprintf(&fds, "/proc/%d/fd\t%d\t/dev/shm/a/b/c/d/e/f/g/h%d\x00", pid, 3, i)
-		fmt.Fprintf(&ls, "f\t1\t1.5\t0\t/dev/shm/a/b/c/d/e/f/g/h%d\x00", i)
+		pid := int64(1000 + i)
+		apps = append(strconv.AppendInt(apps, pid, 10), ", GPU-"...)
+		apps = append(strconv.AppendInt(apps, int64(i%8), 10), ", "...)
+		apps = append(strconv.AppendInt(apps, int64(i%1000), 10), '\n')
+		procs = append(strconv.AppendInt(append(procs, "pid "...), pid, 10), "\x00cgroup 0::/system.slice/u"...)
+		procs = append(strconv.AppendInt(procs, int64(i), 10), ".service\x00end\x00"...)
+		fds = append(strconv.AppendInt(append(fds, "/proc/"...), pid, 10), "/fd\t3\t/dev/shm/a/b/c/d/e/f/g/h"...)
+		fds = append(strconv.AppendInt(fds, int64(i), 10), 0)
+		ls = append(strconv.AppendInt(append(ls, "f\t1\t1.5\t0\t/dev/shm/a/b/c/d/e/f/g/h"...), int64(i), 10), 0)
 	}
-	fds.WriteString("denied 0\n")
+	fds = append(fds, "denied 0\n"...)
 	deep := "/dev/shm" + strings.Repeat("/x", n)
-	fmt.Fprintf(&fds, "")
-	fdsDeep := fmt.Sprintf("/proc/1/fd\t9\t%s\x00", deep)
+	fdsDeep := "/proc/1/fd\t9\t" + deep + "\x00"
 	var b bytes.Buffer
 	sec := func(name string, body []byte) {
 		fmt.Fprintf(&b, "@@gputriage %s begin %s limit=999999999\n%s\n@@gputriage %s rc=0\n@@gputriage %s end %s\n", testNonce, name, body, testNonce, testNonce, name)
 	}
 	b.WriteString(CaptureHeader(testNonce))
 	sec("host", []byte("probe_version=2\nuid=0\ntimeout=1"))
-	sec("smi-apps", apps.Bytes())
-	sec("fds", []byte(b64(fdsDeep+fds.String()+"\n@@gputriage "+testNonce+" rc=0\n")))
-	sec("procs", procs.Bytes())
-	sec("shm-ls", append(ls.Bytes(), []byte("d\t1\t1.5\t0\t"+deep+"\x00")...))
+	sec("smi-apps", apps)
+	sec("fds", []byte(b64(fdsDeep+string(fds)+"\n@@gputriage "+testNonce+" rc=0\n")))
+	sec("procs", procs)
+	sec("shm-ls", append(ls, []byte("d\t1\t1.5\t0\t"+deep+"\x00")...))
 	fmt.Fprintf(&b, "@@gputriage %s done\n", testNonce)
 	return b.Bytes()
 }
@@ -73,16 +77,21 @@ func TestParseLinear(t *testing.T) {
 		t.Errorf("apps %d processes %d notes %+v", len(s.Apps), len(s.Processes), s.Notes)
 	}
 
-	var apps, procs bytes.Buffer
-	apps.WriteString("pid, gpu_uuid, used_memory [MiB]\n")
+	apps := []byte("pid, gpu_uuid, used_memory [MiB]\n")
+	var procs []byte
+	argv := "\x00argv " + b64("python3\x00train.py\x00") + "\x00cwd /srv\n\x00end\x00"
 	for i := range n {
-		fmt.Fprintf(&apps, "%d, GPU-%d, %d\n", 1000+i, i%8, i%1000)
-		fmt.Fprintf(&procs, "pid %d\x00stat %d (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n\x00cgroup 0::/system.slice/u%d.service\x00argv %s\x00cwd /srv\n\x00end\x00",
-			1000+i, 1000+i, i, b64("python3\x00train.py\x00"))
+		pid := int64(1000 + i)
+		apps = append(strconv.AppendInt(apps, pid, 10), ", GPU-"...)
+		apps = append(strconv.AppendInt(apps, int64(i%8), 10), ", "...)
+		apps = append(strconv.AppendInt(apps, int64(i%1000), 10), '\n')
+		procs = append(strconv.AppendInt(append(procs, "pid "...), pid, 10), "\x00stat "...)
+		procs = append(strconv.AppendInt(procs, pid, 10), " (python3) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n\x00cgroup 0::/system.slice/u"...)
+		procs = append(append(strconv.AppendInt(procs, int64(i), 10), ".service"...), argv...)
 	}
 	for name, f := range map[string]func() int{
-		"ParseAppsCSV": func() int { a, _ := ParseAppsCSV(bytes.NewReader(apps.Bytes())); return len(a) },
-		"ParseProcsV2": func() int { p, _, _ := ParseProcsV2(bytes.NewReader(procs.Bytes()), nil, 100); return len(p) },
+		"ParseAppsCSV": func() int { a, _ := ParseAppsCSV(bytes.NewReader(apps)); return len(a) },
+		"ParseProcsV2": func() int { p, _, _ := ParseProcsV2(bytes.NewReader(procs), nil, 100); return len(p) },
 	} {
 		var got int
 		elapsed, alloc := measure(func() { got = f() })

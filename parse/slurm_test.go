@@ -269,3 +269,7 @@ func FuzzAncestors(f *testing.F) {
 		}
 	})
 }
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+func eqDur(a, b *time.Duration) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }

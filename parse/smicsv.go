@@ -8,13 +8,17 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/gputriage/gputriage/probe"
 )
 
-// The probe's --query-gpu and --query-compute-apps fields, in its order: the column order of
-// a CSV without header.
+// The probe's --query-gpu and --query-compute-apps fields (package probe), in its order: the
+// column order of a CSV without header. A GPU row has at least the base fields; an app row
+// may carry process_name last, as the version 1 probe asked.
 var (
-	gpuFields  = []string{"index", "uuid", "name", "pci.bus_id", "memory.total", "memory.used", "memory.free", "utilization.gpu", "compute_mode", "driver_version", "memory.reserved", "mig.mode.current", "minor_number"}
-	appsFields = []string{"pid", "gpu_uuid", "used_memory", "process_name"}
+	gpuFields    = strings.Split(probe.GPUFields, ",")
+	minGPUFields = strings.Count(probe.GPUBaseFields, ",") + 1
+	appsFields   = append(strings.Split(probe.AppsFields, ","), "process_name")
 )
 
 // ParseGPUCSV reads nvidia-smi --query-gpu CSV output (--format=csv or csv,nounits). With a
@@ -27,7 +31,7 @@ func ParseGPUCSV(r io.Reader) ([]GPU, error) {
 	b, err := readInput(r)
 	var errs errList
 	errs.add(err)
-	t := readSMICSV(b, gpuFields, 10, "name", "query-gpu", &errs)
+	t := readSMICSV(b, gpuFields, minGPUFields, "name", "query-gpu", &errs)
 	var gpus []GPU
 	for i, row := range t.rows {
 		g := GPU{Index: i}

@@ -15,6 +15,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // base64Run is a run of base64 text, line breaks included: the probe wraps what it encodes.
@@ -77,7 +78,7 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	if err := scenario.WriteFakeSMI(dir, smi); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed01")
+	raw, err := scenario.RunProbe(probe.Script, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed01")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestLoginSecretsMaskedLive(t *testing.T) {
 	if err := scenario.WriteFakeSMI(dir, smi); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed02")
+	raw, err := scenario.RunProbe(probe.Script, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed02")
 	if err != nil {
 		t.Fatal(err)
 	}

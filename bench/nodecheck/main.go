@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
-	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 func main() {
@@ -49,14 +49,14 @@ func main() {
 			TotalMiB: 81559, UsedMiB: 1, ReservedMiB: 532, Driver: "550.90.07"})
 	}
 	check(scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: gpus}))
-	probe := filepath.Join(dir, "probe.in")
-	check(os.WriteFile(probe, parse.ProbeInput("0123456789abcdef0123456789abcdef", 12), 0o600))
+	probeIn := filepath.Join(dir, "probe.in")
+	check(os.WriteFile(probeIn, probe.Input("0123456789abcdef0123456789abcdef", 12), 0o600))
 	smi := filepath.Join(dir, "nvidia-smi")
 	variants := []struct{ name, cmd string }{
 		{"floor", "true"},
 		{"smi", smi + " --query-gpu=index,memory.used --format=csv,nounits >/dev/null; " + smi + " --query-compute-apps=pid,used_memory --format=csv,nounits >/dev/null"},
 		{"go-start", bin + " --version >/dev/null"},
-		{"probe", "sh -s <" + probe + " >/dev/null"},
+		{"probe", "sh -s <" + probeIn + " >/dev/null"},
 		{"full", bin + " node-check --full-probe >/dev/null"},
 		{"node-check", bin + " node-check >/dev/null"},
 	}

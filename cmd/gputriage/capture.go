@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -102,7 +103,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 	defer cancel()
 	nonce := newNonce()
 	cmd := exec.CommandContext(ctx, "sh", "-s")
-	cmd.Stdin = bytes.NewReader(parse.ProbeInput(nonce, smiSeconds(timeout)))
+	cmd.Stdin = bytes.NewReader(probe.Input(nonce, smiSeconds(timeout)))
 	out := &capWriter{limit: maxCaptureBytes}
 	errOut := &capWriter{limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // cliTerm runs gputriage in-process with stdout a terminal of the given width.
@@ -126,7 +126,7 @@ func TestVersion(t *testing.T) {
 	if code != exitOK || out != alt {
 		t.Fatalf("exit %d; version %q, --version %q", code, out, alt)
 	}
-	probe := regexp.MustCompile(`probe_version=(\w+)`).FindStringSubmatch(parse.ProbeScript)
+	probe := regexp.MustCompile(`probe_version=(\w+)`).FindStringSubmatch(probe.Script)
 	for _, want := range []string{"github.com/gputriage/gputriage", runtime.Version(),
 		"probe:     version " + probe[1] + ", capture format v2, sha256 "} {
 		if !strings.Contains(out, want) {

@@ -14,6 +14,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // A healthy server whose model lives where the probe's root may not look (NFS with
@@ -54,7 +55,7 @@ func TestModelPathUnreadableIsNotGone(t *testing.T) {
 		}
 		cmd := exec.Command("setpriv", "--inh-caps=-dac_override,-dac_read_search",
 			"--bounding-set=-dac_override,-dac_read_search", "sh", "-s")
-		cmd.Stdin = strings.NewReader("set -- 0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d\n" + parse.ProbeScript)
+		cmd.Stdin = strings.NewReader("set -- 0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d\n" + probe.Script)
 		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"))
 		raw, err := cmd.Output()
 		if err != nil {

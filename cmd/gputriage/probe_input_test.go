@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // The remote command line is a constant: the nonce travels on stdin, where no other process
@@ -19,9 +20,9 @@ func TestProbeCommandCarriesNoNonce(t *testing.T) {
 		}
 	}
 	nonce := newNonce()
-	in := parse.ProbeInput(nonce, 12)
-	if !bytes.HasPrefix(in, []byte("set -- "+nonce+" 12\n")) || !bytes.HasSuffix(in, []byte(parse.ProbeScript)) {
-		t.Errorf("ProbeInput starts %q", in[:60])
+	in := probe.Input(nonce, 12)
+	if !bytes.HasPrefix(in, []byte("set -- "+nonce+" 12\n")) || !bytes.HasSuffix(in, []byte(probe.Script)) {
+		t.Errorf("probe.Input starts %q", in[:60])
 	}
 }
 

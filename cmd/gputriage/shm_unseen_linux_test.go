@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // shmBoxScript runs as PID 1 of its own PID and mount namespaces, on a /dev/shm of its own.
@@ -79,7 +80,7 @@ func probeShmBox(t *testing.T, flooders, fds int) []byte {
 	}
 	dir := t.TempDir()
 	in := filepath.Join(dir, "probe.in")
-	if err := os.WriteFile(in, parse.ProbeInput("0123456789abcdef0123456789abcdef", 10), 0o644); err != nil {
+	if err := os.WriteFile(in, probe.Input("0123456789abcdef0123456789abcdef", 10), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",

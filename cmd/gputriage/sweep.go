@@ -23,6 +23,7 @@ import (
 
 	"github.com/gputriage/gputriage/hostlist"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/sshconf"
 	"github.com/gputriage/gputriage/sshexec"
@@ -211,7 +212,7 @@ func (o *sshOptions) options(timeout time.Duration, e *env) (sopt sshexec.Option
 	}
 	nonce = newNonce()
 	sopt.Command = probeCommand(o.sudo)
-	sopt.Stdin = parse.ProbeInput(nonce, smiSeconds(timeout))
+	sopt.Stdin = probe.Input(nonce, smiSeconds(timeout))
 	sopt.MaxOutput = maxCaptureBytes
 	sopt.Head = headCheck(nonce)
 	return sopt, nonce, closeAgent, nil
@@ -354,7 +355,7 @@ func isHeaderOf(raw []byte, nonce string) bool {
 const sudoFallbackMsg = "sudo -n is missing or wants a password here: probed without root"
 
 // probeCommand is the remote command line: constants only. Nothing the user typed is ever
-// part of shell text, and the nonce travels on stdin (parse.ProbeInput). With sudo, a sudo
+// part of shell text, and the nonce travels on stdin (probe.Input). With sudo, a sudo
 // that would prompt fails at once (-n) before reading the script, which then goes to the plain
 // sh. Root's probe gets sudoPath, not the login user's PATH (whose first directories may hold
 // an sh, timeout or awk of anyone's choosing), plus, last, the directory of the nvidia-smi the

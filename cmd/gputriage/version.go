@@ -10,7 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // versionCmd is `gputriage version` (and --version): what a bug report needs to name the
@@ -69,7 +69,7 @@ func versionText(f buildFacts) string {
 		fmt.Fprintf(&b, "  time:      %s\n", f.time)
 	}
 	fmt.Fprintf(&b, "  go:        %s %s/%s\n", f.goVersion, runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "  probe:     %s\n", probeVersion(parse.ProbeScript))
+	fmt.Fprintf(&b, "  probe:     %s\n", probeVersion(probe.Script))
 	return b.String()
 }
 

@@ -6,14 +6,14 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // probeBehind runs the probe as scenario.RunProbe does, behind the command prefix enter.
 func probeBehind(enter []string, smiDir string) ([]byte, error) {
 	argv := append(append([]string{}, enter...), "sh", "-s")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin = strings.NewReader("set -- 5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00\n" + parse.ProbeScript)
+	cmd.Stdin = strings.NewReader("set -- 5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00\n" + probe.Script)
 	cmd.Env = append(os.Environ(), "PATH="+smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

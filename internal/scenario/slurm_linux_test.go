@@ -16,6 +16,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/slurmtest"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -279,7 +280,7 @@ func TestSlurmUserCgroupsAskNothing(t *testing.T) {
 	if err := scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: s.gpus, Apps: s.apps}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+	raw, err := scenario.RunProbe(probe.Script, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestSlurmProbeCarriesTimeouts(t *testing.T) {
 	if err := scenario.WriteFakeSMI(dir, scenario.SMI{GPUs: s.gpus, Apps: s.apps}); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed01")
+	raw, err := scenario.RunProbe(probe.Script, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed01")
 	if err != nil {
 		t.Fatal(err)
 	}

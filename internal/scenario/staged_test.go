@@ -19,6 +19,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -183,7 +184,7 @@ func (s *stage) run() rendered {
 		s.t.Fatal(err)
 	}
 	probe := func() ([]byte, error) {
-		return scenario.RunProbe(parse.ProbeScript, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
+		return scenario.RunProbe(probe.Script, dir, "", "5ca9ed5ca9ed5ca9ed5ca9ed5ca9ed00")
 	}
 	if s.enter != nil {
 		probe = func() ([]byte, error) { return probeBehind(s.enter, dir) }

@@ -502,7 +502,7 @@ func smiOutput(capture []byte) []byte {
 }
 
 // NonceOf finds the probe's nonce in the first line of its stdin ("set -- NONCE SECONDS", see
-// parse.ProbeInput): the first word of 16 or more lower-case hex digits.
+// probe.Input): the first word of 16 or more lower-case hex digits.
 func NonceOf(command string) string {
 	for _, w := range strings.Fields(command) {
 		if len(w) >= 16 && strings.Trim(w, "0123456789abcdef") == "" {

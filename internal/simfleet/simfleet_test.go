@@ -11,6 +11,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
@@ -51,7 +52,7 @@ func TestFleetOutcomes(t *testing.T) {
 	timeout := 3 * time.Second
 	start := time.Now()
 	results := sshexec.Run(context.Background(), targets, sshexec.Options{
-		Command: "sh -s", Stdin: parse.ProbeInput(nonce, 1),
+		Command: "sh -s", Stdin: probe.Input(nonce, 1),
 		Timeout: timeout, Fanout: 16,
 	})
 	if el := time.Since(start); el > timeout+5*time.Second {
@@ -118,7 +119,7 @@ func TestRunProbe(t *testing.T) {
 	const nonce = "0123456789abcdef0123456789abcdef"
 	start := time.Now()
 	results := sshexec.Run(context.Background(), targets, sshexec.Options{
-		Command: "sh -s", Stdin: parse.ProbeInput(nonce, 5), Timeout: time.Minute})
+		Command: "sh -s", Stdin: probe.Input(nonce, 5), Timeout: time.Minute})
 	if el := time.Since(start); el < hostTime {
 		t.Errorf("answered in %v, before the %v host time", el, hostTime)
 	}

@@ -16,7 +16,7 @@ func TestAgeCapture(t *testing.T) {
 		if f.age == 0 {
 			continue
 		}
-		raw, err := os.ReadFile("../../../fixtures/" + f.name + ".capture")
+		raw, err := os.ReadFile("../../fixtures/" + f.name + ".capture")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,7 +25,7 @@ func TestAgeCapture(t *testing.T) {
 			t.Fatalf("%s: %v", f.name, err)
 		}
 		if !bytes.Equal(aged, raw) {
-			t.Errorf("%s.capture is not aged (go run ./internal/scenario/mkfixtures -age-only)", f.name)
+			t.Errorf("%s.capture is not aged (go run ./probe/mkfixtures -age-only)", f.name)
 		}
 		again, err := ageCapture(aged, f.age)
 		if err != nil || !bytes.Equal(again, aged) {

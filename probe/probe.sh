@@ -185,22 +185,22 @@ appsalive() {
 		done
 }
 
-GPU_BASE=index,uuid,name,pci.bus_id,memory.total,memory.used,memory.free,utilization.gpu,compute_mode,driver_version
+GPU_BASE=@GPUBaseFields@
 APPS=
 if [ -n "$SMI" ]; then
-	capsec smi-gpu 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE,memory.reserved,mig.mode.current,minor_number --format=csv,nounits
+	capsec smi-gpu 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE,@gpuExtraFields@ --format=@SMIFormat@
 	# Older drivers refuse fields they do not know and exit non-zero: ask again with the base
 	# set. A timeout (rc 124 or 137) means the driver is stuck; asking again would double the wait.
 	case $OUT in
 	*"not a valid field"*)
-		sec smi-gpu-basic 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE --format=csv,nounits
+		sec smi-gpu-basic 1048576 "$SMI_T" "$SMI" --query-gpu=$GPU_BASE --format=@SMIFormat@
 		;;
 	esac
 	case $OUT in
 	*"@@gputriage $N rc=124" | *"@@gputriage $N rc=137") ;;
 	*)
 		# No process_name: it is the process's own text (a newline in it would start a row).
-		capsec smi-apps 1048576 "$SMI_T" "$SMI" --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,nounits
+		capsec smi-apps 1048576 "$SMI_T" "$SMI" --query-compute-apps=@AppsFields@ --format=@SMIFormat@
 		APPS=$OUT
 		# At once, before anything slow: which listed PIDs have no /proc entry. A PID gone
 		# here was gone when nvidia-smi listed it (or a moment later), not while the probe

@@ -1,4 +1,4 @@
-package parse
+package probe_test
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // runProbe runs the embedded probe as gputriage does (sh -s -- NONCE, script on stdin) with
@@ -34,7 +38,7 @@ func runProbe(t *testing.T, dir string) []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "sh", "-s", "--", testNonce)
-	cmd.Stdin = strings.NewReader(ProbeScript)
+	cmd.Stdin = strings.NewReader(probe.Script)
 	if dir != "" {
 		cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
@@ -62,7 +66,7 @@ func hostHasNvidiaSMI() bool {
 
 func TestProbeOnThisHost(t *testing.T) {
 	raw := runProbe(t, "")
-	s, err := Parse(raw)
+	s, err := parse.Parse(raw)
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
 	}
@@ -83,7 +87,7 @@ func TestProbeOnThisHost(t *testing.T) {
 		t.Errorf("boot id %q, /proc says %q (%v)", h.BootID, b, err)
 	}
 	if !hostHasNvidiaSMI() {
-		if s.SMI.Failure == nil || s.SMI.Failure.Kind != SMIMissing || !eqPtr(s.SMI.Failure.ExitCode, intp(127)) {
+		if s.SMI.Failure == nil || s.SMI.Failure.Kind != parse.SMIMissing || !is(s.SMI.Failure.ExitCode, 127) {
 			t.Errorf("want nvidia-smi missing, got %+v", s.SMI.Failure)
 		}
 		if len(s.GPUs) != 0 {
@@ -93,7 +97,8 @@ func TestProbeOnThisHost(t *testing.T) {
 	if _, err := os.Stat("/dev/shm"); err == nil {
 		sh := s.Shm
 		if sh.SizeBytes == nil || *sh.SizeBytes <= 0 || sh.UsedBytes == nil || sh.AvailBytes == nil || *sh.UsedBytes+*sh.AvailBytes > *sh.SizeBytes+1<<20 {
-			t.Errorf("shm-df: size %v used %v avail %v", showPtr(sh.SizeBytes), showPtr(sh.UsedBytes), showPtr(sh.AvailBytes))
+			b, _ := json.Marshal([]*int64{sh.SizeBytes, sh.UsedBytes, sh.AvailBytes})
+			t.Errorf("shm-df: size, used, avail %s", b)
 		}
 		if !sh.Listed || len(sh.Entries) == 0 || sh.Entries[0].Path != "/dev/shm" || sh.Entries[0].Type != 'd' {
 			t.Errorf("shm-ls: listed %v, entries %d", sh.Listed, len(sh.Entries))
@@ -212,7 +217,7 @@ func TestProbeSeesDeletedShm(t *testing.T) {
 		t.Run("refuse="+strconv.FormatBool(refuse), func(t *testing.T) {
 			dir := t.TempDir()
 			fakeSMI(t, dir, pid, refuse)
-			s, err := Parse(runProbe(t, dir))
+			s, err := parse.Parse(runProbe(t, dir))
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -221,18 +226,18 @@ func TestProbeSeesDeletedShm(t *testing.T) {
 			}
 			g := s.GPUs[0]
 			if refuse {
-				if g.Name != "Tesla K80" || g.MemoryReservedMiB != nil || !eqPtr(g.MemoryTotalMiB, i64(11441)) {
-					t.Errorf("basic GPU: %s", gpuString(g))
+				if g.Name != "Tesla K80" || g.MemoryReservedMiB != nil || !is(g.MemoryTotalMiB, 11441) {
+					t.Errorf("basic GPU: %+v", g)
 				}
 				return
 			}
-			if g.Name != "NVIDIA Fake 80GB" || !eqPtr(g.MemoryReservedMiB, i64(479)) || g.MIGMode != "" {
-				t.Errorf("GPU: %s", gpuString(g))
+			if g.Name != "NVIDIA Fake 80GB" || !is(g.MemoryReservedMiB, 479) || g.MIGMode != "" {
+				t.Errorf("GPU: %+v", g)
 			}
-			if len(s.Apps) != 1 || s.Apps[0].PID != pid || !eqPtr(s.Apps[0].UsedMiB, i64(1500)) {
+			if len(s.Apps) != 1 || s.Apps[0].PID != pid || !is(s.Apps[0].UsedMiB, 1500) {
 				t.Errorf("apps: %+v", s.Apps)
 			}
-			var p *Process
+			var p *parse.Process
 			for i := range s.Processes {
 				if s.Processes[i].PID == pid {
 					p = &s.Processes[i]
@@ -270,18 +275,18 @@ func TestProbeSeesDeletedShm(t *testing.T) {
 				}
 				p.ModelPaths[0].Dirs = nil
 			}
-			if want := []PathCheck{{Path: "/nonexistent/gputriage-model"}, {Path: filepath.Dir(kept), Exists: true}}; !reflect.DeepEqual(p.ModelPaths, want) {
+			if want := []parse.PathCheck{{Path: "/nonexistent/gputriage-model"}, {Path: filepath.Dir(kept), Exists: true}}; !reflect.DeepEqual(p.ModelPaths, want) {
 				t.Errorf("model paths %+v, want %+v", p.ModelPaths, want)
 			}
 			// The deleted file directly in /dev/shm: its owner (root, read through the process)
 			// and its directories, /dev/shm (sticky, on its own device) first.
-			if i := slices.IndexFunc(s.ShmDirs, func(d ShmDirs) bool { return d.PID == pid && d.Path == gone }); i < 0 || !s.ShmDirsProbed {
+			if i := slices.IndexFunc(s.ShmDirs, func(d parse.ShmDirs) bool { return d.PID == pid && d.Path == gone }); i < 0 || !s.ShmDirsProbed {
 				t.Errorf("shm dirs of %s: %+v", gone, s.ShmDirs)
 			} else if d := s.ShmDirs[i]; d.Owner == nil || *d.Owner != 0 || len(d.Dirs) != 3 || d.Dirs[0].Path != "/dev/shm" ||
 				d.Dirs[0].Mode&0o1000 == 0 || d.Dirs[1].Path != "/dev" || d.Dirs[2].Path != "/" {
 				t.Errorf("shm dirs of %s: %+v", gone, d)
 			}
-			var deleted, mapped *ShmUse
+			var deleted, mapped *parse.ShmUse
 			for i, u := range p.Shm {
 				switch u.Path {
 				case gone:
@@ -290,11 +295,11 @@ func TestProbeSeesDeletedShm(t *testing.T) {
 					mapped = &p.Shm[i]
 				}
 			}
-			if deleted == nil || !deleted.Deleted || !deleted.Mapped || !deleted.Open || !eqPtr(deleted.Bytes, i64(3<<20)) {
+			if deleted == nil || !deleted.Deleted || !deleted.Mapped || !deleted.Open || !is(deleted.Bytes, 3<<20) {
 				t.Errorf("deleted shm use: %+v (all: %+v)", deleted, p.Shm)
 			}
 			// Python's mmap keeps a dup of the fd, so the kept file is open too.
-			if mapped == nil || mapped.Deleted || !mapped.Mapped || !eqPtr(mapped.Bytes, i64(1<<20)) {
+			if mapped == nil || mapped.Deleted || !mapped.Mapped || !is(mapped.Bytes, 1<<20) {
 				t.Errorf("mapped shm use: %+v (all: %+v)", mapped, p.Shm)
 			}
 			for _, e := range s.Shm.Entries {
@@ -326,18 +331,39 @@ func containsInt(s []int, v int) bool {
 func TestProbeLimitsMatchClient(t *testing.T) {
 	re := regexp.MustCompile(`\b(?:capsec64|capsec|sec|nosec) ([a-z-]+) ([0-9]+) |begin ([a-z-]+) limit=([0-9]+)`)
 	seen := map[string]bool{}
-	for _, m := range re.FindAllStringSubmatch(ProbeScript, -1) {
+	for _, m := range re.FindAllStringSubmatch(probe.Script, -1) {
 		name, limit := m[1], m[2]
 		if name == "" {
 			name, limit = m[3], m[4]
 		}
 		n, _ := strconv.Atoi(limit)
-		if n != SectionLimit(name) {
-			t.Errorf("the probe bounds section %s at %d bytes, the client at %d", name, n, SectionLimit(name))
+		if n != parse.SectionLimit(name) {
+			t.Errorf("the probe bounds section %s at %d bytes, the client at %d", name, n, parse.SectionLimit(name))
 		}
 		seen[name] = true
 	}
-	if len(seen) != len(sectionLimits) {
-		t.Errorf("the probe prints sections %v; the client knows %d", seen, len(sectionLimits))
+	if len(seen) != len(parse.SectionNames()) {
+		t.Errorf("the probe prints sections %v; the client knows %d", seen, len(parse.SectionNames()))
+	}
+}
+
+// The probe writes the header the client reads (parse.CaptureHeader) and sends base64-encoded
+// exactly the sections the client decodes so (parse.IsBase64Section).
+func TestProbeFormatMatchesClient(t *testing.T) {
+	header := strings.Replace(parse.CaptureHeader("%s"), "\n", `\n`, 1)
+	if !strings.Contains(probe.Script, "\nprintf '"+header+"' \"$N\"\n") {
+		t.Errorf("the probe does not print the header %q", parse.CaptureHeader("NONCE"))
+	}
+	sent := map[string]bool{}
+	for _, m := range regexp.MustCompile(`\bcapsec64 ([a-z-]+) `).FindAllStringSubmatch(probe.Script, -1) {
+		sent[m[1]] = true
+	}
+	if len(sent) == 0 {
+		t.Error("the probe sends no section base64-encoded")
+	}
+	for _, name := range parse.SectionNames() {
+		if sent[name] != parse.IsBase64Section(name) {
+			t.Errorf("section %s: the probe sends it base64-encoded: %v; the client decodes it so: %v", name, sent[name], parse.IsBase64Section(name))
+		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package parse_test
+package probe_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // attackerPy is run as the unprivileged user nobody. It takes its attack from GT_MODE,
@@ -136,7 +137,7 @@ func TestProbeUnforgeable(t *testing.T) {
 	for _, mode := range []string{"cwd", "shm", "comm", "markers"} {
 		t.Run(mode, func(t *testing.T) {
 			attacker, base := startAttacker(t, mode, victim)
-			raw, err := scenario.RunProbe(parse.ProbeScript, smiDir, "", "00112233445566778899aabbccddeeff")
+			raw, err := scenario.RunProbe(probe.Script, smiDir, "", "00112233445566778899aabbccddeeff")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +289,7 @@ func TestProbeNonceUnseen(t *testing.T) {
 	}
 	const runs = 8
 	for range runs {
-		if _, err := scenario.RunProbe(parse.ProbeScript, smiDir, "", nonce); err != nil {
+		if _, err := scenario.RunProbe(probe.Script, smiDir, "", nonce); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -319,7 +320,7 @@ func TestProbeHostValuesVerbatim(t *testing.T) {
 	const name = `h\nuid=5\tx`
 	// hostname(1) refuses such a name; the kernel takes it.
 	cmd := exec.Command("unshare", "-u", "sh", "-c", `printf %s "$1" >/proc/sys/kernel/hostname && exec sh -s`, "sh", name)
-	cmd.Stdin = bytes.NewReader(parse.ProbeInput("00112233445566778899aabbccddeeff", 5))
+	cmd.Stdin = bytes.NewReader(probe.Input("00112233445566778899aabbccddeeff", 5))
 	raw, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)

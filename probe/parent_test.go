@@ -1,6 +1,6 @@
 //go:build linux
 
-package parse_test
+package probe_test
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -152,10 +153,10 @@ func smiListing(t *testing.T, victim int, pids ...int) string {
 	return dir
 }
 
-// probe runs the real probe with smiDir first on PATH, parses its capture and diagnoses it.
-func probe(t *testing.T, smiDir string) (*parse.Snapshot, diagnose.Result) {
+// probeAndDiagnose runs the real probe with smiDir first on PATH, parses its capture and diagnoses it.
+func probeAndDiagnose(t *testing.T, smiDir string) (*parse.Snapshot, diagnose.Result) {
 	t.Helper()
-	raw, err := scenario.RunProbe(parse.ProbeScript, smiDir, "", "00112233445566778899aabbccddeeff")
+	raw, err := scenario.RunProbe(probe.Script, smiDir, "", "00112233445566778899aabbccddeeff")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +243,7 @@ func TestProbeWorkerParent(t *testing.T) {
 	for _, mode := range []string{"spawn", "fork", "chain"} {
 		t.Run(mode, func(t *testing.T) {
 			srv := startServer(t, mode, 0, nil, "--model", "/x")
-			s, r := probe(t, smiListing(t, 0, srv.workers...))
+			s, r := probeAndDiagnose(t, smiListing(t, 0, srv.workers...))
 			checkContext(t, s, r, srv.pid, srv.argv)
 			w := srv.workers[0]
 			switch mode {
@@ -290,7 +291,7 @@ func TestProbeParentUnforgeable(t *testing.T) {
 		"--model", "/nonexistent\npath exists /etc",
 	}
 	srv := startServer(t, "spawn", 65534, []string{"GT_COMM=a)\npid " + strconv.Itoa(victim) + "\nb"}, hostile...)
-	s, r := probe(t, smiListing(t, victim, srv.workers...))
+	s, r := probeAndDiagnose(t, smiListing(t, victim, srv.workers...))
 	checkVictim(t, s, victim)
 	checkContext(t, s, r, srv.pid, srv.argv)
 	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", srv.pid))
@@ -318,7 +319,7 @@ func TestProbeParentGone(t *testing.T) {
 	needRootLinux(t)
 	srv := startServer(t, "fork", 0, []string{"GT_FORKS=4"}, "--model", "/x", strings.Repeat("p", 60000))
 	cmd := exec.Command("sh", "-s")
-	cmd.Stdin = strings.NewReader("set -- 00112233445566778899aabbccddeeff\n" + parse.ProbeScript)
+	cmd.Stdin = strings.NewReader("set -- 00112233445566778899aabbccddeeff\n" + probe.Script)
 	cmd.Env = append(os.Environ(), "PATH="+smiListing(t, 0, srv.workers...)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
@@ -363,7 +364,7 @@ func TestProbeParentGone(t *testing.T) {
 // The probe's choice of parents, run by the host's awk: each parent once, none already
 // described, never PID 0 or 1 or anything but digits, and no more than the room left.
 func TestProbeParentsChosen(t *testing.T) {
-	m := regexp.MustCompile(`(?s)\nPARENTS_AWK='([^']*)'`).FindStringSubmatch(parse.ProbeScript)
+	m := regexp.MustCompile(`(?s)\nPARENTS_AWK='([^']*)'`).FindStringSubmatch(probe.Script)
 	if m == nil {
 		t.Fatal("no PARENTS_AWK in the probe")
 	}
@@ -403,7 +404,7 @@ func TestProbeAncestorsToInit(t *testing.T) {
 		chain = descend(cmd.Process.Pid)
 		return len(chain) == 3
 	})
-	s, _ := probe(t, smiListing(t, 0, chain[0]))
+	s, _ := probeAndDiagnose(t, smiListing(t, 0, chain[0]))
 	leaf := proc(s, chain[0])
 	if leaf == nil || leaf.ParentOnly || leaf.Threads == nil || *leaf.Threads != 1 {
 		t.Fatalf("leaf %d: %+v", chain[0], leaf)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package parse_test
+package probe_test
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // fakeSystemctl records each call's arguments, one per line, then a line "--end--", in
@@ -105,7 +106,7 @@ func TestProbeUserUnits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(fakeSystemctl), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, dir, "", "00112233445566778899aabbccddeeff")
+	raw, err := scenario.RunProbe(probe.Script, dir, "", "00112233445566778899aabbccddeeff")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package parse
+package probe_test
 
 import (
 	"fmt"
@@ -6,10 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/parse"
 )
 
 // stepdStandIn starts a process named slurmstepd (a copy of sh) whose command line reads
@@ -91,11 +94,11 @@ esac
 		os.Unsetenv("SLURM_CONF")
 		t.Cleanup(func() { os.Setenv("SLURM_CONF", v) })
 	}
-	snap, err := Parse(runProbe(t, smi))
+	snap, err := parse.Parse(runProbe(t, smi))
 	if err != nil {
 		t.Logf("parse: %v", err)
 	}
-	anc := map[int]Ancestor{}
+	anc := map[int]parse.Ancestor{}
 	for _, a := range snap.Ancestors {
 		anc[a.PID] = a
 	}
@@ -144,17 +147,17 @@ func TestProbeSlurmTimeouts(t *testing.T) {
 				t.Fatal(err)
 			}
 			scontrol := fmt.Sprintf("#!/bin/sh\ncase \"$1 $2\" in\n\"show config\") cat %q ;;\n*) cat %q; exit 1 ;;\nesac\n",
-				filepath.Join(smi, "config.txt"), abs(t, filepath.Join("testdata", "slurm", "purged.txt")))
+				filepath.Join(smi, "config.txt"), abs(t, slurmTestdata("purged.txt")))
 			if err := os.WriteFile(filepath.Join(smi, "scontrol"), []byte(scontrol), 0o755); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)
-			snap, err := Parse(runProbe(t, smi))
+			snap, err := parse.Parse(runProbe(t, smi))
 			if err != nil {
 				t.Logf("parse: %v", err)
 			}
 			to := snap.SlurmTimeouts
-			if !eqDur(to.KillWait, tt.kw) || !eqDur(to.UnkillableStep, tt.us) {
+			if !reflect.DeepEqual(to.KillWait, tt.kw) || !reflect.DeepEqual(to.UnkillableStep, tt.us) {
 				t.Errorf("KillWait %v, UnkillableStepTimeout %v; want %v, %v", to.KillWait, to.UnkillableStep, tt.kw, tt.us)
 			}
 			for _, n := range snap.Notes {
@@ -165,10 +168,6 @@ func TestProbeSlurmTimeouts(t *testing.T) {
 		})
 	}
 }
-
-func dur(d time.Duration) *time.Duration { return &d }
-
-func eqDur(a, b *time.Duration) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 // writeFakeSMIOne writes an nvidia-smi into dir that shows one GPU and pid holding memory on it.
 func writeFakeSMIOne(t *testing.T, dir string, pid int) {

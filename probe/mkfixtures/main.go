@@ -2,8 +2,8 @@
 // this machine against real processes and /dev/shm files, with a fake nvidia-smi serving the
 // GPU numbers of each scenario. Run as root on Linux from the repository root:
 //
-//	go run ./internal/scenario/mkfixtures [-only NAME]
-//	go run ./internal/scenario/mkfixtures -age-only [-only NAME]
+//	go run ./probe/mkfixtures [-only NAME]
+//	go run ./probe/mkfixtures -age-only [-only NAME]
 //
 // A recording runs its processes for a moment only, so each capture is aged: its host clock
 // (time= and uptime=) is moved to the fixture's age after its youngest process started, as if
@@ -24,6 +24,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 type fixture struct {
@@ -69,7 +70,7 @@ func record(f fixture, dir string) error {
 	if err := scenario.WriteFakeSMI(smiDir, smi); err != nil {
 		return err
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, smiDir, f.hostname, nonce())
+	raw, err := scenario.RunProbe(probe.Script, smiDir, f.hostname, nonce())
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package parse_test
+package probe_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/probe"
 )
 
 // TestProbeLaunchEnv: of a GPU holder's environment the probe sends only the torchrun agent's
@@ -70,7 +71,7 @@ func TestProbeLaunchEnv(t *testing.T) {
 	if _, err := out.Read(make([]byte, 6)); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(parse.ProbeScript, smiListing(t, 0, chain[0]), "", "00112233445566778899aabbccddeeff")
+	raw, err := scenario.RunProbe(probe.Script, smiListing(t, 0, chain[0]), "", "00112233445566778899aabbccddeeff")
 	if err != nil {
 		t.Fatal(err)
 	}
