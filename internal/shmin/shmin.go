@@ -1,10 +1,3 @@
-// Package shmin makes a POSIX sh script smaller to send, without changing what it does: it
-// drops comments and the indentation of lines that start outside any quoted string, and keeps
-// every line (an emptied comment line stays an empty line), so that line numbers, which a
-// shell prints in its error messages, stay the same.
-//
-// It owns that one transformation. It does not know what the script is for; the probe's
-// package calls it once on its embedded script.
 package shmin
 
 import "bytes"
