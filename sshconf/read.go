@@ -345,9 +345,14 @@ var singleValued = map[string]bool{"hostname": true, "user": true, "port": true,
 	"identitiesonly": true, "ignoreunknown": true, "stricthostkeychecking": true, "hostkeyalias": true,
 	"connecttimeout": true}
 
-// single checks and, when on, sets the one value v of a singleValued keyword.
+// single checks and, when on, sets the one value v of a singleValued keyword. The line's
+// file:line is formatted only then: most lines of a long config belong to other hosts, and
+// formatting it for each was most of the cost of resolving a host.
 func (l *cfgLine) single(key, keyword, v string, on bool) error {
-	c, at := l.r.c, l.where()
+	c, at := l.r.c, ""
+	if on {
+		at = l.where()
+	}
 	switch key {
 	case "port":
 		p, err := strconv.Atoi(v)

@@ -195,14 +195,14 @@ func (h *hostKeys) newCheck(t Target, acceptNew, direct bool) *hostKeyCheck {
 		}
 		c.files = append(c.files, f)
 		c.kfs = append(c.kfs, kf)
-		for _, e := range kf.entries { // once per hop: a hashed entry costs an HMAC to match
+		kf.candidates(c.name, func(e knownHost) { // once per hop: a hashed entry costs an HMAC to match
 			switch {
 			case e.marker == markerRevoked:
 				c.revokedBy = append(c.revokedBy, e)
 			case e.matches(c.name):
 				c.entries = append(c.entries, e)
 			}
-		}
+		})
 	}
 	return c
 }
@@ -215,11 +215,11 @@ func (c *hostKeyCheck) bareEntries() []knownHost {
 	}
 	c.bareDone = true
 	for _, kf := range c.kfs {
-		for _, e := range kf.entries {
+		kf.candidates(c.bare, func(e knownHost) {
 			if e.marker != markerRevoked && e.matches(c.bare) {
 				c.bareOnes = append(c.bareOnes, e)
 			}
-		}
+		})
 	}
 	return c.bareOnes
 }

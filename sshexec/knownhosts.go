@@ -48,6 +48,63 @@ type knownHostsFile struct {
 	entries []knownHost
 	hashed  bool  // some host field is hashed: new entries are hashed too
 	err     error // why the file was not read fully (entries hold what was); nil if it was
+
+	// The entries by name, so that a sweep of N hosts does not match every host against every
+	// line: plain[name] are the entries whose host field is a list of plain names (no wildcard,
+	// no negation, not hashed) holding name, lower-cased; others are all the rest (hashed,
+	// patterns, @revoked), which are matched one by one. Both in file order.
+	plain  map[string][]int
+	others []int
+}
+
+// add appends e and indexes it.
+func (kf *knownHostsFile) add(e knownHost) {
+	i := len(kf.entries)
+	kf.entries = append(kf.entries, e)
+	names, ok := plainNames(e)
+	if !ok {
+		kf.others = append(kf.others, i)
+		return
+	}
+	if kf.plain == nil {
+		kf.plain = map[string][]int{}
+	}
+	for _, n := range names {
+		if l := kf.plain[n]; len(l) == 0 || l[len(l)-1] != i { // a name listed twice on a line
+			kf.plain[n] = append(l, i)
+		}
+	}
+}
+
+// plainNames are the lower-cased names of an entry whose host field lists plain names only:
+// such an entry matches a name exactly when it lists it (matchHostList).
+func plainNames(e knownHost) ([]string, bool) {
+	if e.marker == markerRevoked || strings.HasPrefix(e.hosts, "|") || strings.ContainsAny(e.hosts, "*?!") {
+		return nil, false
+	}
+	names := strings.Split(e.hosts, ",")
+	for i, n := range names {
+		if len(n) >= 1023 { // fails the whole list: leave it to matchHostList
+			return nil, false
+		}
+		names[i] = lowerASCII(n)
+	}
+	return names, true
+}
+
+// candidates calls fn, in file order, with every entry that may match name (every @revoked
+// entry among them): the entries that list it, and those that must be matched one by one.
+func (kf *knownHostsFile) candidates(name string, fn func(knownHost)) {
+	named, others := kf.plain[name], kf.others
+	for len(named) > 0 || len(others) > 0 {
+		var i int
+		if len(others) == 0 || (len(named) > 0 && named[0] < others[0]) {
+			i, named = named[0], named[1:]
+		} else {
+			i, others = others[0], others[1:]
+		}
+		fn(kf.entries[i])
+	}
 }
 
 // parseKnownHosts reads r, at most limit bytes, line by line whatever the line length. Lines
@@ -76,7 +133,7 @@ func parseKnownHosts(r io.Reader, file string, limit int64) knownHostsFile {
 		if e, ok := parseKnownHostsLine(line); ok {
 			e.file, e.line = file, n
 			kf.hashed = kf.hashed || strings.HasPrefix(e.hosts, "|")
-			kf.entries = append(kf.entries, e)
+			kf.add(e)
 		}
 		if err != nil {
 			return kf
@@ -180,7 +237,9 @@ func hashedHostMatches(field, host string) bool {
 // the whole list.
 func matchHostList(host, list string) bool {
 	positive := false
-	for _, p := range strings.Split(list, ",") {
+	for rest, more := list, true; more; {
+		var p string
+		p, rest, more = strings.Cut(rest, ",")
 		negated := strings.HasPrefix(p, "!")
 		p = strings.TrimPrefix(p, "!")
 		if len(p) >= 1023 {
@@ -198,6 +257,9 @@ func matchHostList(host, list string) bool {
 
 // lowerASCII lower-cases A-Z only, byte by byte, as OpenSSH's tolower does in the C locale.
 func lowerASCII(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' }) < 0 {
+		return s // nothing to lower: no copy
+	}
 	b := []byte(s)
 	for i, c := range b {
 		if c >= 'A' && c <= 'Z' {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -221,5 +222,65 @@ func BenchmarkHostKeyCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestKnownHostsIndex: the entries a host's check finds through the index are those matching
+// every line finds, in file order, whatever mix of plain names, patterns, negations, hashed
+// names, markers and case the file holds.
+func TestKnownHostsIndex(t *testing.T) {
+	k := authorized(testKey(t, 1))
+	content := "gpu01 " + k + "\n" +
+		"GPU02,gpu03,gpu02 " + k + "\n" +
+		"gpu0* " + k + "\n" +
+		"gpu01,!gpu03 " + k + "\n" +
+		"@cert-authority gpu01,*.example " + k + "\n" +
+		"@revoked gpu09 " + k + "\n" +
+		hashHost(t, "gpu03") + " " + k + "\n" +
+		"[gpu04]:2222,gpu01 " + k + "\n" +
+		"gpu0? " + k + "\n" +
+		"gpu01 " + k + "\n"
+	kf := parseKnownHosts(strings.NewReader(content), "kh", 1<<20)
+	for _, name := range []string{"gpu01", "gpu02", "gpu03", "gpu04", "[gpu04]:2222", "gpu09", "a.example", "other"} {
+		var brute, indexed []int
+		for _, e := range kf.entries {
+			if e.marker == markerRevoked || e.matches(name) {
+				brute = append(brute, e.line)
+			}
+		}
+		kf.candidates(name, func(e knownHost) {
+			if e.marker == markerRevoked || e.matches(name) {
+				indexed = append(indexed, e.line)
+			}
+		})
+		if !slices.Equal(brute, indexed) {
+			t.Errorf("%s: indexed lines %v, every line %v", name, indexed, brute)
+		}
+	}
+}
+
+// TestHostKeyCheckCostsNoLine: a host's check in a known_hosts file of plain names (what
+// ssh and ssh-keyscan write unhashed) costs the same whatever the file's length: a sweep of
+// N hosts used to match every host against every line, with allocations on each.
+func TestHostKeyCheckCostsNoLine(t *testing.T) {
+	k := authorized(testKey(t, 1))
+	var sb strings.Builder
+	for i := range 10000 {
+		fmt.Fprintf(&sb, "[10.0.%d.%d]:2222 %s\n", i/250, i%250, k)
+	}
+	file := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(file, []byte(sb.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tg := Target{Name: "n", HostName: "10.0.39.249", Port: 2222, KnownHostsFiles: []string{file}}
+	keys := newHostKeys([]Target{tg})
+	key := testKey(t, 1)
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := keys.newCheck(tg, false, true).check(lookupAddr(tg), &net.TCPAddr{}, key); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 100 {
+		t.Errorf("a host's check in a 10,000-line file: %.0f allocations, want at most 100", allocs)
 	}
 }

@@ -4,8 +4,9 @@
 // (-f hosts -F ssh_config --fanout --timeout --format json), checks that every host is reported
 // with the outcome its behaviour calls for, and reports wall time, the client's CPU (user+sys)
 // and peak RSS from the child's rusage, the memory each extra host costs, and the server's CPU
-// from /proc, against the targets. After each run it runs bench/sshfloor on the same fleet: the
-// same SSH client with nothing else to do, whose CPU is the floor under gputriage's.
+// from /proc, against the targets. After each run it runs, on the same fleet, bench/sshfloor (the
+// same SSH client, sshexec, with nothing else to do) and bench/sshbare (a bare x/crypto/ssh
+// client: the floor under both), and reports gputriage's CPU as a multiple of the bare floor's.
 //
 // Run from the repository root:
 //
@@ -24,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,7 +92,7 @@ func run() int {
 }
 
 func build(work string) error {
-	for _, p := range []string{"./cmd/gputriage", "./bench/simfleetd", "./bench/sshfloor"} {
+	for _, p := range []string{"./cmd/gputriage", "./bench/simfleetd", "./bench/sshfloor", "./bench/sshbare"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		out, err := exec.CommandContext(ctx, "go", "build", "-o", work+"/", p).CombinedOutput()
 		cancel()
@@ -146,9 +148,10 @@ func (s *server) sweep(o opts, fanout int, timeout time.Duration) (measure, erro
 		"--fanout", strconv.Itoa(fanout), "--timeout", timeout.String(), "--format", "json")
 }
 
-// floor runs bench/sshfloor: the same SSH client on the same hosts, and nothing else.
-func (s *server) floor(o opts) (measure, error) {
-	return s.measure(o, o.timeout, "sshfloor", "-dir", s.dir, "-fanout", strconv.Itoa(o.fanout), "-timeout", o.timeout.String())
+// floor runs bench/sshfloor (the same SSH client, sshexec, on the same hosts, and nothing
+// else) or bench/sshbare (a bare x/crypto/ssh client, no sshexec): name is either.
+func (s *server) floor(o opts, name string) (measure, error) {
+	return s.measure(o, o.timeout, name, "-dir", s.dir, "-fanout", strconv.Itoa(o.fanout), "-timeout", o.timeout.String())
 }
 
 func (s *server) measure(o opts, timeout time.Duration, name string, args ...string) (measure, error) {
@@ -248,8 +251,10 @@ type sized struct {
 func sweeps(o opts) error {
 	fmt.Printf("## simulated fleet: %.0f%% misbehaving, hosts run the real probe: %v, %v latency per server write, --fanout %d, --timeout %v, median of %d runs\n\n",
 		o.bad*100, o.runProbe, o.rtt, o.fanout, o.timeout, o.reps)
-	fmt.Println("| hosts | wall s | client CPU s (user+sys) | client CPU ms/host | SSH floor CPU ms/host | peak RSS MiB | server CPU s | every host right |")
-	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|:---|")
+	fmt.Println("Client CPU (user+sys) in ms per host; each run sweeps with gputriage, then sshfloor (sshexec alone), then sshbare (bare x/crypto/ssh), on the same fleet; ratios are per run, then the median.")
+	fmt.Println()
+	fmt.Println("| hosts | wall s | client CPU s | gputriage ms/host | sshexec floor ms/host | bare floor ms/host | gputriage / bare | sshfloor / bare | peak RSS MiB | server CPU s | every host right |")
+	fmt.Println("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---|")
 	var done []sized
 	var failed error
 	var lastTally string
@@ -263,10 +268,11 @@ func sweeps(o opts) error {
 			s.Stop()
 			return err
 		}
-		var ms, floors []measure
+		var ms, floors, bares []measure
+		var ratios, floorRatios []float64
 		allRight := true
-		for range o.reps {
-			m, err := s.sweep(o, o.fanout, o.timeout)
+		for rep := range o.reps {
+			m, f, b, err := s.round(o)
 			if err != nil {
 				s.Stop()
 				return err
@@ -274,19 +280,17 @@ func sweeps(o opts) error {
 			tally, right := check(hosts, m.stdout)
 			allRight = allRight && right
 			lastTally = tally
-			ms = append(ms, m)
-			f, err := s.floor(o)
-			if err != nil {
-				s.Stop()
-				return err
-			}
-			floors = append(floors, f)
+			ms, floors, bares = append(ms, m), append(floors, f), append(bares, b)
+			ratios = append(ratios, cpuOf(m)/cpuOf(b))
+			floorRatios = append(floorRatios, cpuOf(f)/cpuOf(b))
+			fmt.Fprintf(os.Stderr, "fleet: %d hosts, run %d: gputriage %.2f, sshfloor %.2f, bare %.2f ms/host (%.2fx), %.1f MiB, load %s\n",
+				n, rep+1, cpuOf(m)/float64(n)*1000, cpuOf(f)/float64(n)*1000, cpuOf(b)/float64(n)*1000, ratios[rep], float64(m.maxRSSKiB)/1024, loadavg())
 		}
 		s.Stop()
-		m, f := median(ms), median(floors)
-		cpu := (m.user + m.sys).Seconds()
-		fmt.Printf("| %d | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %v |\n", n, m.wall.Seconds(), cpu, cpu/float64(n)*1000,
-			(f.user+f.sys).Seconds()/float64(n)*1000, float64(m.maxRSSKiB)/1024, m.server.Seconds(), allRight)
+		m, f, b := median(ms), median(floors), median(bares)
+		fmt.Printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f | %.2f | %v |\n", n, m.wall.Seconds(), cpuOf(m),
+			cpuOf(m)/float64(n)*1000, cpuOf(f)/float64(n)*1000, cpuOf(b)/float64(n)*1000, medianOf(ratios), medianOf(floorRatios),
+			float64(m.maxRSSKiB)/1024, m.server.Seconds(), allRight)
 		if !allRight {
 			failed = fmt.Errorf("%d-host sweep: not every host was reported right", n)
 		}
@@ -295,6 +299,36 @@ func sweeps(o opts) error {
 	fmt.Printf("\noutcomes of the last run of the largest fleet:\n\n%s\n", lastTally)
 	verdicts(done)
 	return failed
+}
+
+// round sweeps the fleet once with each client, one after the other.
+func (s *server) round(o opts) (triage, floor, bare measure, err error) {
+	if triage, err = s.sweep(o, o.fanout, o.timeout); err != nil {
+		return
+	}
+	if floor, err = s.floor(o, "sshfloor"); err != nil {
+		return
+	}
+	bare, err = s.floor(o, "sshbare")
+	return
+}
+
+func cpuOf(m measure) float64 { return (m.user + m.sys).Seconds() }
+
+func medianOf(xs []float64) float64 {
+	ys := append([]float64(nil), xs...)
+	sort.Float64s(ys)
+	return ys[len(ys)/2]
+}
+
+// loadavg is the 1-minute load average, for the log.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
 }
 
 // verdicts compares the largest fleet with the targets, and the memory an extra host costs

@@ -11,38 +11,27 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
 func main() {
-	dir := flag.String("dir", "", "the fleet's directory (simfleetd -dir)")
-	fanout := flag.Int("fanout", 64, "hosts at once")
-	timeout := flag.Duration("timeout", 10*time.Second, "per-host deadline")
-	flag.Parse()
-	hosts, err := simfleet.ReadManifest(filepath.Join(*dir, "manifest.json"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sshfloor:", err)
-		os.Exit(2)
-	}
-	targets := make([]sshexec.Target, len(hosts))
-	for i, h := range hosts {
+	a := simfleet.ParseClientArgs("sshfloor")
+	targets := make([]sshexec.Target, len(a.Hosts))
+	for i, h := range a.Hosts {
 		targets[i] = sshexec.Target{Name: h.Name, HostName: h.Addr, Port: h.Port, User: "root",
-			IdentityFiles: []string{filepath.Join(*dir, "id_ed25519")}, IdentitiesOnly: true,
-			KnownHostsFiles: []string{filepath.Join(*dir, "known_hosts")}}
+			IdentityFiles: []string{filepath.Join(a.Dir, "id_ed25519")}, IdentitiesOnly: true,
+			KnownHostsFiles: []string{filepath.Join(a.Dir, "known_hosts")}}
 	}
 	answered := 0
 	for _, r := range sshexec.Run(context.Background(), targets, sshexec.Options{
-		Command: "nvidia-smi", Fanout: *fanout, Timeout: *timeout, MaxOutput: 64 << 10}) {
+		Command: "nvidia-smi", Fanout: a.Fanout, Timeout: a.Timeout, MaxOutput: 64 << 10}) {
 		if r.Err == nil {
 			answered++
 		}
 	}
-	fmt.Printf("%d of %d hosts answered\n", answered, len(hosts))
+	fmt.Printf("%d of %d hosts answered\n", answered, len(a.Hosts))
 }

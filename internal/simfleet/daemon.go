@@ -3,10 +3,12 @@ package simfleet
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 )
 
@@ -83,4 +85,30 @@ func (d *Daemon) Stop() {
 		_ = d.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// ClientArgs are what a bench client of a running fleet is given (bench/sshfloor,
+// bench/sshbare): -dir DIR [-fanout 64] [-timeout 10s], and the fleet's hosts read from it.
+type ClientArgs struct {
+	Dir     string
+	Fanout  int
+	Timeout time.Duration
+	Hosts   []Host
+}
+
+// ParseClientArgs parses the command line of such a client and reads the fleet's manifest;
+// it exits with status 2, naming prog, when it cannot.
+func ParseClientArgs(prog string) ClientArgs {
+	var a ClientArgs
+	flag.StringVar(&a.Dir, "dir", "", "the fleet's directory (simfleetd -dir)")
+	flag.IntVar(&a.Fanout, "fanout", 64, "hosts at once")
+	flag.DurationVar(&a.Timeout, "timeout", 10*time.Second, "per-host deadline")
+	flag.Parse()
+	hosts, err := ReadManifest(filepath.Join(a.Dir, "manifest.json"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", prog, err)
+		os.Exit(2)
+	}
+	a.Hosts = hosts
+	return a
 }

@@ -430,7 +430,8 @@ func (f *Fleet) sleep(d time.Duration) bool {
 }
 
 // answer is what host i prints for command: the recorded nvidia-smi output for a command that
-// runs nvidia-smi (pdsh's queries), else the probe's capture for the input on ch (the probe
+// runs nvidia-smi (pdsh's queries) or for input without a nonce that does (bench/sshbare's
+// `sh -s` fed the two queries), else the probe's capture for the input on ch (the probe
 // script after a "set -- NONCE SECONDS" line), read whole.
 func (f *Fleet) answer(ch ssh.Channel, command string, i int) ([]byte, error) {
 	cp := f.captures[i%len(f.captures)]
@@ -443,6 +444,9 @@ func (f *Fleet) answer(ch ssh.Channel, command string, i int) ([]byte, error) {
 	}
 	first, _, _ := bytes.Cut(in, []byte("\n"))
 	nonce := NonceOf(string(first))
+	if nonce == "" && bytes.Contains(in, []byte("nvidia-smi")) {
+		return smiOutput(cp.raw), nil // `sh -s` fed nvidia-smi queries (bench/sshbare)
+	}
 	if nonce == "" {
 		return nil, errors.New("no nonce on the first line of stdin")
 	}
