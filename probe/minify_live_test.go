@@ -1,26 +1,14 @@
-package shmin_test
+package probe_test
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"regexp"
 	"testing"
 
-	"github.com/gputriage/gputriage/internal/shmin"
 	"github.com/gputriage/gputriage/internal/simfleet"
+	"github.com/gputriage/gputriage/probe"
 )
-
-// probeSource is the probe as written: parse/probe.sh, or probe/probe.sh once it has moved.
-func probeSource(t *testing.T) []byte {
-	for _, p := range []string{"../../probe/probe.sh", "../../parse/probe.sh"} {
-		if b, err := os.ReadFile(p); err == nil {
-			return b
-		}
-	}
-	t.Fatal("no probe.sh in ../../probe or ../../parse")
-	return nil
-}
 
 // volatile are what changes from one run of the probe to the next on an idle machine: the
 // clock and the uptime in the host section.
@@ -38,8 +26,7 @@ func TestMinifiedProbeSameCapture(t *testing.T) {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh")
 	}
-	src := probeSource(t)
-	min := shmin.Minify(src)
+	src, min := []byte(probe.Unminified()), []byte(probe.Script)
 	if len(min) > len(src)*3/4 {
 		t.Errorf("minified probe is %d bytes of %d", len(min), len(src))
 	}
