@@ -1,5 +1,5 @@
 # gputriage probe, capture format v2. Run as `sh -s` with this script on stdin, after a first
-# line `set -- NONCE [SMI_SECONDS]` (see parse.ProbeInput): the nonce never appears on a command
+# line `set -- NONCE [SMI_SECONDS]` (see probe.Input): the nonce never appears on a command
 # line or in an environment, where other processes could read it. SMI_SECONDS bounds each
 # nvidia-smi call (default 30), so that a wedged driver still leaves time to report everything
 # else before the caller's deadline.
