@@ -50,6 +50,8 @@ type Problem struct {
 	MiB     int64
 	GPU     int
 	Job     string
+	// SlurmGPU is, for gpu-missing, the GPU as Slurm named it (host text).
+	SlurmGPU string
 }
 
 // Check judges a node for Slurm: the findings at warning or worse that concern the scope
@@ -79,8 +81,9 @@ func Check(r diagnose.Result, scope Scope) []Problem {
 		out = append(out, p)
 	}
 	for _, m := range scope.Missing {
-		out = append(out, Problem{Code: CodeGPUMissing, Severity: diagnose.Error, GPU: -1,
-			Title: fmt.Sprintf("GPU %s, given to the job by Slurm, is not listed by nvidia-smi", m)})
+		p := Problem{Code: CodeGPUMissing, Severity: diagnose.Error, GPU: -1, SlurmGPU: m}
+		p.Title = missingTitle(p)
+		out = append(out, p)
 	}
 	if scope.RequireFree {
 		out = append(out, notFree(r, scope.GPUs, named)...)
@@ -145,11 +148,7 @@ func notFree(r diagnose.Result, gpus []int, named map[int]bool) []Problem {
 		}
 		p := Problem{Code: CodeGPUNotFree, Severity: diagnose.Error, GPUs: on}
 		p.culprit(r, gp.PID, on)
-		p.Title = fmt.Sprintf("PID %d (%s) holds %s on GPU %d, a GPU of the job that must be free",
-			gp.PID, processLabel(gp), diagnose.FormatMiB(p.MiB), p.GPU)
-		if gp.SlurmJob != "" {
-			p.Title += "; it is of Slurm job " + gp.SlurmJob
-		}
+		p.Title = notFreeTitle(p)
 		out = append(out, p)
 	}
 	return out
@@ -238,79 +237,3 @@ func gpuByID(s *parse.Snapshot, id string, byMinor bool) (int, bool, error) {
 
 // ErrBadGPUList is a job GPU list (SLURM_JOB_GPUS, CUDA_VISIBLE_DEVICES) that is not one.
 var ErrBadGPUList = errors.New("bad GPU list")
-
-// maxDrainReason is the longest drain reason DrainReason makes: sinfo -R shows it whole.
-const maxDrainReason = 80
-
-// DrainReason is the reason `scontrol update state=drain` gets for these problems (the first
-// is the most severe): "gputriage: CODE (PROGRAM) PID N MIB MiB GPU G job J", with "+N more"
-// when other problems have other culprits, at most 80 bytes of printable ASCII whatever the
-// host's text: the program name keeps only [A-Za-z0-9._:/+-] and is shortened first, then
-// dropped.
-func DrainReason(problems []Problem) string {
-	if len(problems) == 0 {
-		return ""
-	}
-	p := problems[0]
-	others := 0
-	for _, q := range problems[1:] {
-		if q.PID == 0 || q.PID != p.PID {
-			others++
-		}
-	}
-	more := ""
-	if others > 0 {
-		more = fmt.Sprintf(" +%d more", others)
-	}
-	var facts []string
-	if p.PID > 0 {
-		facts = append(facts, fmt.Sprintf("PID %d", p.PID))
-	}
-	if p.GPU >= 0 {
-		facts = append(facts, fmt.Sprintf("%d MiB GPU %d", p.MiB, p.GPU))
-	} else if len(p.GPUs) > 0 {
-		facts = append(facts, "GPU "+diagnose.FormatGPUs(p.GPUs))
-	}
-	if j := reasonWord(p.Job, 12); j != "" {
-		facts = append(facts, "job "+j)
-	}
-	head := "gputriage: " + reasonWord(p.Code, 24)
-	tail := strings.Join(facts, " ") + more
-	prog := reasonWord(p.Program, 24)
-	compose := func(prog string) string {
-		parts := []string{head}
-		if prog != "" {
-			parts = append(parts, "("+prog+")")
-		}
-		if tail != "" {
-			parts = append(parts, tail)
-		}
-		return strings.Join(parts, " ")
-	}
-	r := compose(prog)
-	for len(r) > maxDrainReason && prog != "" {
-		prog = prog[:max(len(prog)-(len(r)-maxDrainReason), 0)]
-		if len(prog) < 4 {
-			prog = ""
-		}
-		r = compose(prog)
-	}
-	if len(r) > maxDrainReason {
-		r = r[:maxDrainReason]
-	}
-	return r
-}
-
-// reasonWord keeps of host text only the bytes a drain reason may carry, at most n of them.
-func reasonWord(s string, n int) string {
-	var b strings.Builder
-	for i := 0; i < len(s) && b.Len() < n; i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("._:/+-", c) >= 0 {
-			b.WriteByte(c)
-		} else if c == ' ' && b.Len() > 0 {
-			b.WriteByte('_')
-		}
-	}
-	return strings.TrimRight(b.String(), "_")
-}

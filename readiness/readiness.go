@@ -34,6 +34,9 @@ const (
 	DefaultContextOverheadMiB int64 = 1280
 )
 
+// IsEngine reports whether e is an engine whose startup check Check knows (lower case).
+func IsEngine(e string) bool { return e == EngineSGLang || e == EngineVLLM }
+
 // Job is the deployment to check a host for.
 type Job struct {
 	TP int // tensor-parallel size: GPUs per replica, >= 1
@@ -566,7 +569,7 @@ func normalize(job Job) (Job, *JobProblem) {
 	}
 	job.Engines = engines
 	for _, e := range engines {
-		if e != EngineSGLang && e != EngineVLLM {
+		if !IsEngine(e) {
 			return job, &JobProblem{Field: "engine", Engine: e}
 		}
 	}

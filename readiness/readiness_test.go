@@ -418,3 +418,47 @@ func TestSummarize(t *testing.T) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestWordsFromFactsOnly: every word of an answer (each verdict's formula, the notes, the
+// reason) is composed from its typed facts alone: cleared and composed again, an answer says
+// exactly what Check said, on every kind of answer.
+func TestWordsFromFactsOnly(t *testing.T) {
+	ct := snaptest.CT200()
+	smiFailed := snaptest.Idle()
+	smiFailed.GPUs = nil
+	smiFailed.SMI.Failure = &parse.SMIFailure{Kind: parse.SMINoDriver, Message: "NVIDIA-SMI has failed\n"}
+	mig := snaptest.Idle()
+	mig.GPUs[3].MIGMode = "Enabled"
+	mig.GPUs[5].MemoryFreeMiB = nil
+	mig.GPUs[6].Name = "NVIDIA H100 80GB HBM3"
+	need := int64(96000)
+	answers := []Readiness{
+		Check(ct, diagnose.Diagnose(ct, time.Time{}), Job{TP: 8, ContextOverheadMiB: DefaultContextOverheadMiB}),
+		Check(ct, diagnose.Diagnose(ct, time.Time{}), Job{TP: 7, ContextOverheadMiB: DefaultContextOverheadMiB}),
+		Check(ct, diagnose.Diagnose(ct, time.Time{}), Job{TP: 1, Engines: []string{EngineSGLang}, NeedMiB: &need}),
+		Check(ct, diagnose.Result{}, Job{TP: 9}),
+		Check(ct, diagnose.Result{}, Job{TP: 2, Engines: []string{"trt"}}),
+		Check(nil, diagnose.Result{}, Job{TP: 1}),
+		Check(smiFailed, diagnose.Result{}, Job{TP: 1}),
+		Check(mig, diagnose.Result{}, Job{TP: 8, ContextOverheadMiB: 97000}),
+		Check(mig, diagnose.Result{}, Job{TP: 4, GPUMemoryUtilization: 0.95}),
+	}
+	for i, want := range answers {
+		if want.Reason == "" {
+			t.Fatalf("answer %d has no reason", i)
+		}
+		bare := want
+		bare.Verdicts = slices.Clone(want.Verdicts)
+		bare.SubsetVerdicts = slices.Clone(want.SubsetVerdicts)
+		for j := range bare.Verdicts {
+			bare.Verdicts[j].Formula = ""
+		}
+		for j := range bare.SubsetVerdicts {
+			bare.SubsetVerdicts[j].Formula = ""
+		}
+		bare.Notes, bare.Reason = nil, ""
+		if got := bare.composed(); !reflect.DeepEqual(got, want) {
+			t.Errorf("answer %d composed again:\n%+v\nwant\n%+v", i, got, want)
+		}
+	}
+}

@@ -43,7 +43,7 @@ func (o *readyOptions) job(fs *pflag.FlagSet) (*readiness.Job, error) {
 	j := &readiness.Job{TP: o.tp, GPUMemoryUtilization: o.utilization}
 	for _, e := range o.engines {
 		e = strings.ToLower(strings.TrimSpace(e))
-		if e != readiness.EngineSGLang && e != readiness.EngineVLLM {
+		if !readiness.IsEngine(e) {
 			return nil, usagef("--engine must be sglang or vllm, got %q", e)
 		}
 		j.Engines = append(j.Engines, e)
