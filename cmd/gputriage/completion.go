@@ -68,12 +68,8 @@ type compFlag struct {
 var compCommands = []string{"", "collect", "explain", "node-check", "fix", "watch"}
 
 func completionFlags(cmd string) []compFlag {
-	var o options
 	var out []compFlag
-	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if f.Hidden {
-			return
-		}
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
 		_, usage := flagVar(f)
 		if i := strings.IndexAny(usage, ":;("); i > 0 {
 			usage = usage[:i] // the first clause is enough beside a completion

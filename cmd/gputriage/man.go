@@ -57,8 +57,7 @@ leftover processes the findings name once the operator confirms the plan.
 	b.WriteString(".SH \"COLLECT OPTIONS\"\ngputriage collect takes these options of the above:\n")
 	b.WriteString(roff(flagList("collect")) + "\n")
 	b.WriteString(".SH \"EXPLAIN OPTIONS\"\n")
-	var o options
-	fs := flagSet("explain", &o)
+	fs := flagSet("explain", newFlags("explain"))
 	for _, n := range []string{"file", "host"} {
 		manFlag(&b, fs.Lookup(n))
 	}
@@ -70,7 +69,7 @@ leftover processes the findings name once the operator confirms the plan.
 	b.WriteString(".PP\n")
 	manText(&b, "NODE-CHECK OPTIONS", strings.TrimSpace(nodeCheckTail))
 	b.WriteString(".SH \"FIX OPTIONS\"\n")
-	fs = flagSet("fix", &o)
+	fs = flagSet("fix", newFlags("fix"))
 	for _, n := range []string{"yes", "plan-out", "apply", "kill-after", "wait"} {
 		manFlag(&b, fs.Lookup(n))
 	}
@@ -88,14 +87,9 @@ leftover processes the findings name once the operator confirms the plan.
 	return b.String()
 }
 
-// manFlags writes the visible flags of cmd as a tagged list.
+// manFlags writes the flags of cmd as a tagged list.
 func manFlags(b *strings.Builder, cmd string) {
-	var o options
-	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden {
-			manFlag(b, f)
-		}
-	})
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) { manFlag(b, f) })
 }
 
 func manFlag(b *strings.Builder, f *pflag.Flag) {
@@ -115,9 +109,8 @@ func manFlag(b *strings.Builder, f *pflag.Flag) {
 	b.WriteString("\n")
 }
 
-// flagList names the visible flags of cmd, for the subcommands' sections.
+// flagList names the flags of cmd, but for its own, for the subcommands' sections.
 func flagList(cmd string) string {
-	var o options
 	var names []string
 	own := map[string]bool{"file": true, "host": true}
 	switch cmd {
@@ -126,8 +119,8 @@ func flagList(cmd string) string {
 	case "fix":
 		own = map[string]bool{"yes": true, "plan-out": true, "apply": true, "kill-after": true, "wait": true}
 	}
-	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && !own[f.Name] {
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
+		if !own[f.Name] {
 			names = append(names, "--"+f.Name)
 		}
 	})
@@ -141,8 +134,7 @@ var watchOwn = map[string]bool{"interval": true, "until": true, "timeout": true,
 func manWatch(b *strings.Builder) {
 	b.WriteString(".SH \"WATCH OPTIONS\"\n")
 	manText(b, "WATCH OPTIONS", strings.SplitN(watchUsage, "\n\nUsage:", 2)[0])
-	var o options
-	fs := flagSet("watch", &o)
+	fs := flagSet("watch", newFlags("watch"))
 	for _, n := range []string{"interval", "until", "timeout", "format"} {
 		manFlag(b, fs.Lookup(n))
 	}

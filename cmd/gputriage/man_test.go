@@ -29,9 +29,8 @@ func TestManPageIsCurrent(t *testing.T) {
 		t.Fatalf("%s is stale (%v): regenerate it with go run ./cmd/gputriage __man > %s", manPath, err, manPath)
 	}
 	for _, cmd := range compCommands {
-		var o options
-		flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-			if !f.Hidden && !strings.Contains(out, `\-\-`+roff(f.Name)) {
+		flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
+			if !strings.Contains(out, `\-\-`+roff(f.Name)) {
 				t.Errorf("the man page lacks --%s (gputriage %s)", f.Name, cmd)
 			}
 		})
