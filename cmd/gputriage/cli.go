@@ -83,7 +83,7 @@ func otherCommandsFlag(err error) string {
 		return ""
 	}
 	name := unknown.GetSpecifiedName()
-	for _, cmd := range compCommands {
+	for _, cmd := range flagCommands() {
 		fs := flagSet(cmd, newFlags(cmd))
 		f := fs.Lookup(name)
 		if unknown.GetSpecifiedShortnames() != "" {
@@ -164,14 +164,14 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		fmt.Fprint(e.stdout, usageText("", width))
 	case len(args) > 1:
 		return exitUsage, usagef("help: one topic at a time")
-	case args[0] == "collect" || args[0] == "explain" || args[0] == "node-check" || args[0] == "fix" || args[0] == "watch":
+	case args[0] != "" && newFlags(args[0]) != nil:
 		fmt.Fprint(e.stdout, usageText(args[0], width))
 	case helpTopics[args[0]] != "":
 		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
-		return exitUsage, usagef("help: no topic %q; topics: collect, explain, node-check, fix, watch, %s", args[0], strings.Join(helpTopicNames(), ", "))
+		return exitUsage, usagef("help: no topic %q; topics: %s, %s", args[0], strings.Join(flagCommands()[1:], ", "), strings.Join(helpTopicNames(), ", "))
 	}
 	return exitOK, nil
 }

@@ -108,7 +108,7 @@ func TestCommandFlags(t *testing.T) {
 	}
 	long := map[string]bool{}
 	short := map[string]string{}
-	for _, cmd := range compCommands {
+	for _, cmd := range flagCommands() {
 		help, code := cliTerm(t, 0, strings.Fields(cmd+" --help")...)
 		var got []string
 		for _, m := range regexp.MustCompile(`(?m)^(?:  -(\S), |      )--([a-z-]+)`).FindAllStringSubmatch(help, -1) {
@@ -122,7 +122,7 @@ func TestCommandFlags(t *testing.T) {
 			t.Errorf("gputriage %s --help: exit %d, flags\n%s\nwant\n%s", cmd, code, strings.Join(got, " "), want[cmd])
 		}
 	}
-	for _, cmd := range compCommands[1:] {
+	for _, cmd := range flagCommands()[1:] {
 		takes := map[string]bool{}
 		for _, n := range strings.Fields(want[cmd]) {
 			takes[n] = true

@@ -37,6 +37,18 @@ func newFlags(cmd string) flagger {
 	return nil
 }
 
+// flagCommands are the commands that take flags, "" (triage) first, then in the order usage
+// lists them.
+func flagCommands() []string {
+	names := []string{""}
+	for _, c := range commands() {
+		if newFlags(c.name) != nil {
+			names = append(names, c.name)
+		}
+	}
+	return names
+}
+
 // The commands' flags.
 
 // options are the triage command's flags: every flag collect takes, and how the report is

@@ -28,7 +28,7 @@ func TestManPageIsCurrent(t *testing.T) {
 	if err != nil || string(shipped) != out {
 		t.Fatalf("%s is stale (%v): regenerate it with go run ./cmd/gputriage __man > %s", manPath, err, manPath)
 	}
-	for _, cmd := range compCommands { // each flag of each command is described, not only named
+	for _, cmd := range flagCommands() { // each flag of each command is described, not only named
 		flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
 			if !strings.Contains(out, `\fB\-\-`+roff(f.Name)+`\fR`) {
 				t.Errorf("the man page does not describe --%s (gputriage %s)", f.Name, cmd)
