@@ -84,7 +84,7 @@ func TestWatchRoundBounded(t *testing.T) {
 	defer func(s chan struct{}) { diagnoseSlots = s }(diagnoseSlots)
 	diagnoseSlots = make(chan struct{}, 1)
 	const nonce = simfleet.LimitNonce
-	w := &watcher{o: &options{}, hosts: []resolved{{label: "limit"}}, nonce: nonce}
+	w := &watcher{o: &watchFlags{}, hosts: []resolved{{label: "limit"}}, nonce: nonce}
 	r := &sshexec.Result{Stdout: simfleet.LimitCapture()}
 	rounds := make(chan hostRound)
 	handed := make(chan bool)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -48,74 +49,51 @@ func findCommand(name string) (command, bool) {
 	return command{}, false
 }
 
-// notFor names, per command, the flags of options that do not apply to it: hidden from its
-// --help, and refused when given.
-var notFor = map[string][]string{
-	"collect": {"format", "color", "replay", "local", "verbose", "only", "sort", "redact", "show-secrets", "output",
-		"tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
-	"fix": {"version", "format", "color", "replay", "local", "verbose", "quiet", "only", "sort", "redact", "show-secrets", "output",
-		"save", "dry-run", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead"},
-	"explain": {"replay", "local", "save", "dry-run", "hosts-file", "hosts", "exclude", "quiet", "only", "sort", "redact",
-		"output", "tp", "engine", "gpu-memory-utilization", "need", "context-overhead",
-		"slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"},
-	"watch": {"replay", "local", "save", "dry-run", "verbose", "quiet", "only", "sort", "redact", "show-secrets", "output",
-		"fanout", "debug-ssh", "version",
-		"slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"},
-}
-
-// flagSet returns the flags of cmd ("" for triage), bound to o.
-func flagSet(cmd string, o *options) *pflag.FlagSet {
-	name := strings.TrimSpace("gputriage " + cmd)
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+// flagSet returns the flags of cmd ("" for triage), bound to o: exactly those cmd takes.
+func flagSet(cmd string, o flagger) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(strings.TrimSpace("gputriage "+cmd), pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.SortFlags = false
-	if cmd == "node-check" { // flags of its own only: it probes this node, no SSH, no report
-		o.nodeCheck.addFlags(fs)
-		fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
-		return fs
-	}
-	if cmd == "explain" {
-		fs.StringVar(&o.explainFile, "file", "", "read the message from `FILE`")
-		fs.StringArrayVar(&o.explainHosts, "host", nil, "triage `HOST` too and tie the message to it (repeatable; ranges allowed)")
-	}
-	if cmd == "fix" {
-		o.fix.addFlags(fs)
-	}
-	if cmd == "watch" {
-		o.watch.addFlags(fs)
-	}
 	o.addFlags(fs)
-	if cmd == "watch" {
-		watchFlags(fs, o)
-	}
-	for _, n := range notFor[cmd] {
-		if err := fs.MarkHidden(n); err != nil {
-			panic(fmt.Sprintf("notFor[%q]: %v", cmd, err)) // a programming error, caught by every test
-		}
-	}
 	return fs
 }
 
-// parseFlags parses args for cmd and refuses the flags that do not apply to it.
-func parseFlags(cmd string, o *options, args []string) (*pflag.FlagSet, error) {
+// parseFlags parses args for cmd into o. A subcommand refuses a flag another command takes by
+// name, as not one of its own.
+func parseFlags(cmd string, o flagger, args []string) (*pflag.FlagSet, error) {
 	fs := flagSet(cmd, o)
 	prefix := ""
 	if cmd != "" {
 		prefix = cmd + ": "
 	}
 	if err := fs.Parse(args); err != nil {
+		if name := otherCommandsFlag(err); name != "" && cmd != "" {
+			return fs, usagef("%s--%s: not a flag of gputriage %s", prefix, name, cmd)
+		}
 		return fs, usagef("%s%v", prefix, err)
 	}
-	var bad []string
-	fs.Visit(func(f *pflag.Flag) {
-		if f.Hidden {
-			bad = append(bad, "--"+f.Name)
-		}
-	})
-	if len(bad) > 0 {
-		return fs, usagef("%s%s: not a flag of gputriage %s", prefix, strings.Join(bad, ", "), cmd)
-	}
 	return fs, nil
+}
+
+// otherCommandsFlag is the name of the flag err says is unknown when some command takes it;
+// "" when none does, or err is about something else.
+func otherCommandsFlag(err error) string {
+	var unknown *pflag.NotExistError
+	if !errors.As(err, &unknown) {
+		return ""
+	}
+	name := unknown.GetSpecifiedName()
+	for _, cmd := range flagCommands() {
+		fs := flagSet(cmd, newFlags(cmd))
+		f := fs.Lookup(name)
+		if unknown.GetSpecifiedShortnames() != "" {
+			f = fs.ShorthandLookup(name)
+		}
+		if f != nil {
+			return f.Name
+		}
+	}
+	return ""
 }
 
 // helpWidth is the width --help wraps to: the terminal's, else 80 columns.
@@ -128,9 +106,7 @@ func helpWidth(e *env) int {
 
 // usageText is the whole --help of cmd ("" for triage), its flags wrapped to width.
 func usageText(cmd string, width int) string {
-	var o options
-	fs := flagSet(cmd, &o)
-	flags := flagUsages(fs, width)
+	flags := flagUsages(flagSet(cmd, newFlags(cmd)), width)
 	switch cmd {
 	case "collect":
 		return collectUsage + flags + collectTail
@@ -188,14 +164,14 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		fmt.Fprint(e.stdout, usageText("", width))
 	case len(args) > 1:
 		return exitUsage, usagef("help: one topic at a time")
-	case args[0] == "collect" || args[0] == "explain" || args[0] == "node-check" || args[0] == "fix" || args[0] == "watch":
+	case args[0] != "" && newFlags(args[0]) != nil:
 		fmt.Fprint(e.stdout, usageText(args[0], width))
 	case helpTopics[args[0]] != "":
 		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
-		return exitUsage, usagef("help: no topic %q; topics: collect, explain, node-check, fix, watch, %s", args[0], strings.Join(helpTopicNames(), ", "))
+		return exitUsage, usagef("help: no topic %q; topics: %s, %s", args[0], strings.Join(flagCommands()[1:], ", "), strings.Join(helpTopicNames(), ", "))
 	}
 	return exitOK, nil
 }

@@ -64,12 +64,12 @@ func TestSubcommandHelp(t *testing.T) {
 			t.Errorf("%s --help: exit %d, or gputriage help %s differs", cmd, code, cmd)
 		}
 		got := flagNames(help)
-		for _, n := range notFor[cmd] {
+		for n := range all {
 			if got[n] {
-				t.Errorf("%s --help lists --%s, which it does not take", cmd, n)
+				continue
 			}
 			_, errOut, code := cli(t, nil, cmd, "--"+n+"=x", "a")
-			if code != exitUsage || !strings.Contains(errOut, "--"+n) {
+			if code != exitUsage || !strings.Contains(errOut, "--"+n+": not a flag of gputriage "+cmd) {
 				t.Errorf("%s --%s: exit %d, stderr %q", cmd, n, code, errOut)
 			}
 		}
@@ -86,6 +86,67 @@ func TestSubcommandHelp(t *testing.T) {
 	}
 	if _, errOut, code := cli(t, nil, "help", "nope"); code != exitUsage || !strings.Contains(errOut, "exit-status") {
 		t.Errorf("help nope: exit %d, %q", code, errOut)
+	}
+}
+
+// TestCommandFlags: each command's --help lists the flags it takes, in this order, and no
+// other; each flag another command takes is refused by name, long or short, as not one of its.
+func TestCommandFlags(t *testing.T) {
+	ssh := "config login port identity jump option "
+	sweep := ssh + "fanout debug-ssh connect-timeout accept-new ask-passphrase sudo "
+	hosts := "hosts-file hosts exclude "
+	slurm := "slurm-job slurm-partition slurm-nodes slurm-state slurm-via "
+	ready := "tp engine gpu-memory-utilization need context-overhead"
+	want := map[string]string{
+		"": "format color replay local timeout verbose quiet only sort redact show-secrets output version help " +
+			hosts + slurm + sweep + "dry-run save " + ready,
+		"collect":    "timeout quiet version help " + hosts + slurm + sweep + "dry-run save",
+		"fix":        "yes plan-out apply kill-after wait include timeout help " + hosts + slurm + sweep,
+		"watch":      "interval until format color timeout help " + hosts + ssh + "connect-timeout accept-new ask-passphrase sudo " + ready,
+		"explain":    "file host format color timeout verbose show-secrets version help " + sweep,
+		"node-check": "drain resume drain-unconstrained node timeout full-probe verbose help",
+	}
+	long := map[string]bool{}
+	short := map[string]string{}
+	for _, cmd := range flagCommands() {
+		help, code := cliTerm(t, 0, strings.Fields(cmd+" --help")...)
+		var got []string
+		for _, m := range regexp.MustCompile(`(?m)^(?:  -(\S), |      )--([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+			got = append(got, m[2])
+			long[m[2]] = true
+			if m[1] != "" {
+				short[m[1]] = m[2]
+			}
+		}
+		if code != exitOK || strings.Join(got, " ") != strings.TrimSpace(want[cmd]) {
+			t.Errorf("gputriage %s --help: exit %d, flags\n%s\nwant\n%s", cmd, code, strings.Join(got, " "), want[cmd])
+		}
+	}
+	for _, cmd := range flagCommands()[1:] {
+		takes := map[string]bool{}
+		for _, n := range strings.Fields(want[cmd]) {
+			takes[n] = true
+		}
+		refused := func(arg, name string) {
+			t.Helper()
+			_, errOut, code := cli(t, nil, cmd, arg, "a")
+			if wantErr := cmd + ": --" + name + ": not a flag of gputriage " + cmd; code != exitUsage || !strings.Contains(errOut, wantErr) {
+				t.Errorf("%s %s: exit %d, stderr %q, want %q", cmd, arg, code, errOut, wantErr)
+			}
+		}
+		for n := range long {
+			if !takes[n] {
+				refused("--"+n+"=x", n)
+			}
+		}
+		for c, n := range short {
+			if !takes[n] {
+				refused("-"+c, n)
+			}
+		}
+	}
+	if _, errOut, code := cli(t, nil, "fix", "--no-such-flag"); code != exitUsage || !strings.Contains(errOut, "fix: unknown flag: --no-such-flag") {
+		t.Errorf("fix --no-such-flag: exit %d, stderr %q", code, errOut)
 	}
 }
 

@@ -64,16 +64,9 @@ type compFlag struct {
 	kind               string // from valueKinds: "", "file", "dir", "host" or "words:..."
 }
 
-// compCommands are the commands whose flags are completed, "" being triage.
-var compCommands = []string{"", "collect", "explain", "node-check", "fix", "watch"}
-
 func completionFlags(cmd string) []compFlag {
-	var o options
 	var out []compFlag
-	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if f.Hidden {
-			return
-		}
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
 		_, usage := flagVar(f)
 		if i := strings.IndexAny(usage, ":;("); i > 0 {
 			usage = usage[:i] // the first clause is enough beside a completion
@@ -100,7 +93,7 @@ func visibleCommands() []string {
 func valueCases() (kinds []string, flags map[string][]string) {
 	flags = map[string][]string{}
 	seen := map[string]bool{}
-	for _, cmd := range compCommands {
+	for _, cmd := range flagCommands() {
 		for _, f := range completionFlags(cmd) {
 			if !f.value || seen[f.long] {
 				continue

@@ -163,7 +163,7 @@ complete -c gputriage -n '__gputriage_cmd_is watch' -a '(__gputriage_hosts)'
 complete -c gputriage -n '__gputriage_cmd_is help' -a %q
 complete -c gputriage -n '__gputriage_cmd_is completion' -a 'bash zsh fish'
 `, subs, subs, helpWords())
-	for _, cmd := range compCommands {
+	for _, cmd := range flagCommands() {
 		cond := fmt.Sprintf("'__gputriage_cmd_is %s'", cmd)
 		if cmd == "" {
 			cond = `"__gputriage_cmd_is ''"`

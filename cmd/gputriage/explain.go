@@ -39,12 +39,12 @@ Exit status:
 
 // explainCmd is `gputriage explain`.
 func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
-	var o options
+	var o explainFlags
 	fs, err := parseFlags("explain", &o, args)
 	if err != nil {
 		return exitUsage, err
 	}
-	file, hostArgs := o.explainFile, o.explainHosts
+	file, hostArgs := o.file, o.hosts
 	if o.help {
 		fmt.Fprint(e.stdout, usageText("explain", helpWidth(e)))
 		return exitOK, nil
@@ -90,7 +90,7 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	var hosts []report.Host
 	var ties []report.Tie
 	if len(hostArgs) > 0 {
-		ts, err := o.hosts.targets(hostArgs, e.stdin)
+		ts, err := new(hostOptions).targets(hostArgs, e.stdin)
 		if err != nil {
 			return exitUsage, err
 		}
@@ -106,7 +106,7 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		ties = tiePIDs(ex, hosts, named)
 	}
 	color, width := o.colorFor(e)
-	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose, ShowSecrets: o.out.showSecrets}); err != nil {
+	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose, ShowSecrets: o.showSecrets}); err != nil {
 		return exitInternal, fmt.Errorf("writing the explanation: %w", err)
 	}
 	if ctx.Err() != nil {
@@ -119,14 +119,14 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 }
 
 // checkExplain refuses what explain's flags allow but its command line cannot mean.
-func (o *options) checkExplain(fs *pflag.FlagSet) error {
+func (o *explainFlags) checkExplain(fs *pflag.FlagSet) error {
 	if _, err := o.renderer(); err != nil {
 		return err
 	}
 	if o.format == "prometheus" {
 		return usagef("explain: --format prometheus is for triage: explain writes text, markdown or json")
 	}
-	if o.explainFile != "" && fs.NArg() > 0 {
+	if o.file != "" && fs.NArg() > 0 {
 		return usagef("explain: give the message as arguments or --file, not both")
 	}
 	return nil

@@ -97,20 +97,20 @@ func stdinTerminal(e *env) bool {
 
 // fixCmd is `gputriage fix HOST...` and `gputriage fix --apply FILE`.
 func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
-	var o options
-	fs, err := parseFlags("fix", &o, args)
+	var ff fixFlags
+	fs, err := parseFlags("fix", &ff, args)
 	if err != nil {
 		return exitUsage, err
 	}
-	if o.help {
+	if ff.help {
 		fmt.Fprint(e.stdout, usageText("fix", helpWidth(e)))
 		return exitOK, nil
 	}
-	f := &o.fix
-	if err := f.check(&o, fs); err != nil {
+	o, f := ff.asTriage(), &ff.fix
+	if err := f.check(o, fs); err != nil {
 		return exitUsage, err
 	}
-	plan, failed, err := f.plan(ctx, &o, fs.Args(), e)
+	plan, failed, err := f.plan(ctx, o, fs.Args(), e)
 	if err != nil || plan == nil {
 		return exitUsage, err
 	}
@@ -133,9 +133,9 @@ func fixCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if f.apply != "" || !f.yes {
 		// A reviewed plan, or one that waited at the prompt, is a past probe's: apply only
 		// what a probe taken now still names.
-		*plan, code = f.recheck(ctx, &o, *plan, e)
+		*plan, code = f.recheck(ctx, o, *plan, e)
 	}
-	return failedCode(failed, fixWorse(code, f.applyPlan(ctx, &o, *plan, e))), nil
+	return failedCode(failed, fixWorse(code, f.applyPlan(ctx, o, *plan, e))), nil
 }
 
 // fixWorse is the exit status of two parts of one fix: a target not stopped (1) before a host

@@ -57,10 +57,8 @@ leftover processes the findings name once the operator confirms the plan.
 	b.WriteString(".SH \"COLLECT OPTIONS\"\ngputriage collect takes these options of the above:\n")
 	b.WriteString(roff(flagList("collect")) + "\n")
 	b.WriteString(".SH \"EXPLAIN OPTIONS\"\n")
-	var o options
-	fs := flagSet("explain", &o)
-	for _, n := range []string{"file", "host"} {
-		manFlag(&b, fs.Lookup(n))
+	for _, f := range ownFlags("explain") {
+		manFlag(&b, f)
 	}
 	b.WriteString(".PP\nand these options of the above: " + roff(flagList("explain")) + "\n")
 	b.WriteString(".SH \"NODE-CHECK OPTIONS\"\n")
@@ -70,9 +68,8 @@ leftover processes the findings name once the operator confirms the plan.
 	b.WriteString(".PP\n")
 	manText(&b, "NODE-CHECK OPTIONS", strings.TrimSpace(nodeCheckTail))
 	b.WriteString(".SH \"FIX OPTIONS\"\n")
-	fs = flagSet("fix", &o)
-	for _, n := range []string{"yes", "plan-out", "apply", "kill-after", "wait"} {
-		manFlag(&b, fs.Lookup(n))
+	for _, f := range ownFlags("fix") {
+		manFlag(&b, f)
 	}
 	b.WriteString(".PP\nand these options of the above: " + roff(flagList("fix")) + "\n")
 	b.WriteString(".SS \"Exit status of fix\"\n")
@@ -88,14 +85,9 @@ leftover processes the findings name once the operator confirms the plan.
 	return b.String()
 }
 
-// manFlags writes the visible flags of cmd as a tagged list.
+// manFlags writes the flags of cmd as a tagged list.
 func manFlags(b *strings.Builder, cmd string) {
-	var o options
-	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden {
-			manFlag(b, f)
-		}
-	})
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) { manFlag(b, f) })
 }
 
 func manFlag(b *strings.Builder, f *pflag.Flag) {
@@ -115,36 +107,40 @@ func manFlag(b *strings.Builder, f *pflag.Flag) {
 	b.WriteString("\n")
 }
 
-// flagList names the visible flags of cmd, for the subcommands' sections.
+// ownFlags are the flags of cmd that the triage command does not take, or takes with another
+// meaning: those cmd's section describes.
+func ownFlags(cmd string) []*pflag.Flag {
+	triage := flagSet("", newFlags(""))
+	var own []*pflag.Flag
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
+		if t := triage.Lookup(f.Name); t == nil || t.Usage != f.Usage {
+			own = append(own, f)
+		}
+	})
+	return own
+}
+
+// flagList names the flags of cmd that OPTIONS describes, for cmd's section.
 func flagList(cmd string) string {
-	var o options
-	var names []string
-	own := map[string]bool{"file": true, "host": true}
-	switch cmd {
-	case "watch":
-		own = watchOwn
-	case "fix":
-		own = map[string]bool{"yes": true, "plan-out": true, "apply": true, "kill-after": true, "wait": true}
+	own := map[string]bool{}
+	for _, f := range ownFlags(cmd) {
+		own[f.Name] = true
 	}
-	flagSet(cmd, &o).VisitAll(func(f *pflag.Flag) {
-		if !f.Hidden && !own[f.Name] {
+	var names []string
+	flagSet(cmd, newFlags(cmd)).VisitAll(func(f *pflag.Flag) {
+		if !own[f.Name] {
 			names = append(names, "--"+f.Name)
 		}
 	})
 	return strings.Join(names, ", ") + "."
 }
 
-// watchOwn are the flags watch has of its own, or with a meaning of its own.
-var watchOwn = map[string]bool{"interval": true, "until": true, "timeout": true, "format": true}
-
 // manWatch writes watch's section: its own flags, the others it takes, its exit status.
 func manWatch(b *strings.Builder) {
 	b.WriteString(".SH \"WATCH OPTIONS\"\n")
 	manText(b, "WATCH OPTIONS", strings.SplitN(watchUsage, "\n\nUsage:", 2)[0])
-	var o options
-	fs := flagSet("watch", &o)
-	for _, n := range []string{"interval", "until", "timeout", "format"} {
-		manFlag(b, fs.Lookup(n))
+	for _, f := range ownFlags("watch") {
+		manFlag(b, f)
 	}
 	b.WriteString(".PP\nand these options of the above: " + roff(flagList("watch")) + "\n")
 	b.WriteString(".PP\n")

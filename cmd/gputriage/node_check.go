@@ -68,7 +68,7 @@ const slurmPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // nodeCheckCmd is `gputriage node-check`.
 func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
-	var o options
+	var o nodeCheckFlags
 	fs, err := parseFlags("node-check", &o, args)
 	if err != nil {
 		return exitUsage, err
@@ -80,7 +80,7 @@ func nodeCheckCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if fs.NArg() > 0 {
 		return exitUsage, usagef("node-check: no arguments, got %q: it checks this node", fs.Arg(0))
 	}
-	nc := o.nodeCheck
+	nc := o.nodeCheckOptions
 	if nc.timeout <= 0 {
 		return exitUsage, usagef("node-check: --timeout must be positive, got %s", nc.timeout)
 	}

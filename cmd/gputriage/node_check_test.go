@@ -20,7 +20,7 @@ func TestNodeCheckUsage(t *testing.T) {
 		{nil, []string{"node-check", "--timeout", "0s"}, "--timeout must be positive"},
 		{nil, []string{"node-check", "--drain", "--node", "node1 state=resume"}, "is not a Slurm node name"},
 		{map[string]string{"SLURMD_NODENAME": "-x"}, []string{"node-check", "--resume"}, "is not a Slurm node name"},
-		{nil, []string{"node-check", "--format", "json"}, "unknown flag: --format"},
+		{nil, []string{"node-check", "--format", "json"}, "--format: not a flag of gputriage node-check"},
 	}
 	for _, c := range cases {
 		_, stderr, code := cli(t, c.env, c.args...)

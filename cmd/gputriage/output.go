@@ -30,7 +30,7 @@ func (o *outputOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.only, "only", "", "`WHICH` hosts' details are shown: failed, findings or all (default: findings for several hosts, all for one; JSON: all)")
 	fs.StringVar(&o.sort, "sort", report.SortHost, "`ORDER` of the details: host (as given) or severity (worst first)")
 	fs.BoolVar(&o.redact, "redact", false, "replace hostnames, user names, IP addresses and home directories with placeholders, and leave raw captures out (the report only: --save keeps them)")
-	fs.BoolVar(&o.showSecrets, "show-secrets", false, "show credentials in command lines and URLs (--api-key VALUE, HF_TOKEN=..., user:password@) instead of *** (not with --redact)")
+	addShowSecrets(fs, &o.showSecrets)
 	fs.StringVar(&o.output, "output", "", "write the report to `FILE` (replaced whole, mode 0644) instead of stdout")
 }
 
@@ -62,7 +62,7 @@ func (o *outputOptions) check() error {
 }
 
 // colorFor decides color and width; report never looks at the terminal itself.
-func (o *options) colorFor(e *env) (bool, int) {
+func (o *formatFlags) colorFor(e *env) (bool, int) {
 	tty, width := e.isTerminal(e.stdout)
 	width = reportWidth(e, tty, width)
 	switch o.color {

@@ -58,7 +58,7 @@ const maxSlurmOutput = 16 << 20
 // slurmHosts asks Slurm which nodes the flags select, here or through --slurm-via, and
 // returns their names and what Slurm says of each, by name. Notes (a pending job, a node
 // Slurm does not know) go to stderr. Every failure is a usage error: nothing was swept.
-func (o *options) slurmHosts(ctx context.Context, e *env) ([]string, map[string]*report.Scheduler, error) {
+func (o *sweepOptions) slurmHosts(ctx context.Context, e *env) ([]string, map[string]*report.Scheduler, error) {
 	q, err := o.slurm.query()
 	if err != nil {
 		return nil, nil, err
@@ -92,7 +92,7 @@ func (o *options) slurmHosts(ctx context.Context, e *env) ([]string, map[string]
 }
 
 // slurmWhere prefixes a Slurm error with the login node it came from, if any.
-func (o *options) slurmWhere() string {
+func (o *sweepOptions) slurmWhere() string {
 	if o.slurm.via != "" {
 		return "--slurm-via " + o.slurm.via + ": "
 	}
@@ -140,7 +140,7 @@ func runSlurm(ctx context.Context, argv []string) (*slurm.Output, error) {
 
 // slurmVia runs the query on the --slurm-via login node: one SSH session, reached and
 // checked like any host (ssh_config, known_hosts, agent), running slurm.Script through sh -s.
-func (o *options) slurmVia(ctx context.Context, q slurm.Query, nonce string, e *env) (squeue, sinfo *slurm.Output, err error) {
+func (o *sweepOptions) slurmVia(ctx context.Context, q slurm.Query, nonce string, e *env) (squeue, sinfo *slurm.Output, err error) {
 	ts, err := hostlist.Expand(o.slurm.via)
 	if err != nil || len(ts) != 1 {
 		return nil, nil, usagef("--slurm-via %s: one login node, please (%v)", o.slurm.via, err)

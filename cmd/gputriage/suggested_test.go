@@ -116,7 +116,7 @@ func checkCommandLine(args []string) error {
 	if c, ok := commandFor(args); ok {
 		switch c.name {
 		case "explain":
-			var o options
+			var o explainFlags
 			fs, err := parseFlags("explain", &o, args[1:])
 			if err != nil || o.help || o.version {
 				return err
@@ -128,8 +128,7 @@ func checkCommandLine(args []string) error {
 			return fmt.Errorf("no parse-only check for gputriage %s", c.name)
 		}
 	}
-	var o options
-	fs, err := parseFlags(cmd, &o, args)
+	o, fs, err := parseTriage(cmd, args)
 	if err != nil || o.help || o.version {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
 	"github.com/gputriage/gputriage/hostlist"
@@ -29,48 +28,13 @@ import (
 	"github.com/gputriage/gputriage/sshexec"
 )
 
-// sshOptions are the flags that choose and reach hosts over SSH.
-type sshOptions struct {
-	configFile     string
-	user           string
-	port           int
-	identity       []string
-	jump           string
-	opts           []string // -o Key=Value
-	debug          bool     // --debug-ssh
-	fanout         int
-	connectTimeout time.Duration
-	acceptNew      bool
-	askPassphrase  bool
-	sudo           bool
-	dryRun         bool
-	save           string
-}
-
-func (o *sshOptions) addFlags(fs *pflag.FlagSet) {
-	fs.StringVarP(&o.configFile, "config", "F", "", "ssh config `FILE`, like ssh -F (default ~/.ssh/config, then /etc/ssh/ssh_config)")
-	fs.StringVarP(&o.user, "login", "l", "", "`USER` to log in as, like ssh -l")
-	fs.IntVarP(&o.port, "port", "p", 0, "`PORT` to connect to, like ssh -p")
-	fs.StringArrayVarP(&o.identity, "identity", "i", nil, "identity `FILE`, like ssh -i (repeatable)")
-	fs.StringVarP(&o.jump, "jump", "J", "", "`JUMPS`, like ssh -J: [user@]host[:port][,...]")
-	fs.StringArrayVarP(&o.opts, "option", "o", nil, "ssh_config option as `Key=Value`, like ssh -o: before the config file, first value wins (repeatable)")
-	fs.IntVar(&o.fanout, "fanout", sshexec.DefaultFanout, "`N` hosts probed at once (pdsh's -f; here -f is a hosts file)")
-	fs.BoolVar(&o.debug, "debug-ssh", false, "print on stderr how each host is reached and how its connection ended, with its stderr")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", 10*time.Second, "TCP connect `DURATION` per host (ConnectTimeout in ssh config wins)")
-	fs.BoolVar(&o.acceptNew, "accept-new", false, "trust and record unknown host keys (like StrictHostKeyChecking accept-new); a changed key is always refused")
-	fs.BoolVar(&o.askPassphrase, "ask-passphrase", false, "prompt for the passphrase of encrypted identity files the agent does not hold (terminal only)")
-	fs.BoolVar(&o.sudo, "sudo", false, "run the probe under sudo -n to see other users' processes; falls back to unprivileged when sudo wants a password")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print how each host would be reached (like ssh -G) and connect to none")
-	fs.StringVar(&o.save, "save", "", "also keep each host's raw capture in `DIR`/HOST.capture, for --replay")
-}
-
 // resolved is one host as the user named it and as ssh_config resolves it.
 type resolved struct {
 	label string // as typed: the report's host name and the capture's file name
 	conf  sshconf.Host
 }
 
-func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
+func (o *reachFlags) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 	home, _ := os.UserHomeDir()
 	local := e.getenv("USER")
 	if u, err := user.Current(); err == nil {
@@ -97,7 +61,7 @@ func (o *sshOptions) resolve(ts []hostlist.Target, e *env) ([]resolved, error) {
 	return out, nil
 }
 
-func (o *sshOptions) target(r resolved) sshexec.Target {
+func (o *reachFlags) target(r resolved) sshexec.Target {
 	var conv func(h sshconf.Host, name string) sshexec.Target
 	conv = func(h sshconf.Host, name string) sshexec.Target {
 		t := sshexec.Target{Name: name, HostName: h.HostName, Port: h.Port, User: h.User,
@@ -167,7 +131,7 @@ func (o *sshOptions) sweep(ctx context.Context, hosts []resolved, timeout time.D
 // sessions are the options every SSH session of a run shares, whatever it runs: deadlines,
 // host key policy, the user's shell for ProxyCommand, the agent and the passphrase prompt.
 // The caller closes the agent connection (closer, when not nil) once its sessions are done.
-func (o *sshOptions) sessions(timeout time.Duration, e *env) (sshexec.Options, io.Closer, error) {
+func (o *reachFlags) sessions(timeout time.Duration, e *env) (sshexec.Options, io.Closer, error) {
 	sopt := sshexec.Options{
 		Timeout:        timeout,
 		ConnectTimeout: o.connectTimeout,
@@ -201,7 +165,7 @@ func (o *sshOptions) sessions(timeout time.Duration, e *env) (sshexec.Options, i
 
 // options are the sshexec options a sweep and a watch share: sessions' with the probe and its
 // bounds, under this run's nonce. closeAgent ends the agent connection.
-func (o *sshOptions) options(timeout time.Duration, e *env) (sopt sshexec.Options, nonce string, closeAgent func(), err error) {
+func (o *reachFlags) options(timeout time.Duration, e *env) (sopt sshexec.Options, nonce string, closeAgent func(), err error) {
 	sopt, closer, err := o.sessions(timeout, e)
 	if err != nil {
 		return sopt, "", func() {}, err
@@ -281,7 +245,7 @@ func blameConfig(he *report.HostError, h sshconf.Host) {
 
 // finishHost turns one host's SSH result into its report host, whole (the raw capture with
 // it), and the notes to print about it, sanitized.
-func (o *sshOptions) finishHost(label string, r *sshexec.Result, nonce string) (report.Host, []string) {
+func (o *reachFlags) finishHost(label string, r *sshexec.Result, nonce string) (report.Host, []string) {
 	var notes []string
 	for _, n := range r.Notes {
 		notes = append(notes, report.Sanitize(n))

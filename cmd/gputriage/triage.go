@@ -22,54 +22,11 @@ import (
 // the module's build info.
 var version = ""
 
-// options are the flags of the triage command; collect and explain use part of them (notFor).
-type options struct {
-	format  string
-	color   string
-	replay  string
-	local   bool
-	timeout time.Duration
-	verbose bool
-	quiet   int
-	version bool
-	help    bool
-	hosts   hostOptions
-	slurm   slurmOptions
-	ssh     sshOptions
-	out     outputOptions
-	ready   readyOptions
-	watch   watchOptions
-
-	fix fixOptions // fix's own flags
-
-	explainFile  string   // explain --file
-	explainHosts []string // explain --host
-	nodeCheck    nodeCheckOptions
-}
-
-func (o *options) addFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.format, "format", "text", "report `FORMAT`: text, markdown, json, or prometheus (metrics for node_exporter's textfile collector)")
-	fs.StringVar(&o.color, "color", "auto", "`WHEN` to color text output: auto, always or never (NO_COLOR is honored). Text wraps to the terminal's width; piped or with --output, to $COLUMNS, else 80")
-	fs.StringVar(&o.replay, "replay", "", "diagnose the saved captures at `PATH`: a capture file, or a directory of HOST.capture files")
-	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "the `DURATION` each host gets, every phase included")
-	fs.BoolVarP(&o.verbose, "verbose", "v", false, "show each finding's explanation and all its evidence (not only its reasons and numbers), informational findings in full, and every host of a fleet")
-	fs.CountVarP(&o.quiet, "quiet", "q", "one line per host with problems instead of the report, for scripts; -qq: nothing, the exit status only")
-	o.out.addFlags(fs)
-	fs.BoolVar(&o.version, "version", false, "print the version and exit")
-	fs.BoolVarP(&o.help, "help", "h", false, "show this help and exit")
-	o.hosts.addFlags(fs)
-	o.slurm.addFlags(fs)
-	o.ssh.addFlags(fs)
-	o.ready.addFlags(fs)
-}
-
 // dispatch runs the triage command, or collect (cmd "collect"): the same sweep, but it only
 // saves each host's capture.
 func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, error) {
 	collectOnly := cmd == "collect"
-	var o options
-	fs, err := parseFlags(cmd, &o, args)
+	o, fs, err := parseTriage(cmd, args)
 	if err != nil {
 		return exitUsage, err
 	}
@@ -166,9 +123,9 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --slurm-*, --replay PATH or --local")
 	case sources > 1:
 		return usagef("give only one of --replay, --local and host names")
-	case collectOnly && (!remote || o.ssh.save == ""):
+	case collectOnly && (!remote || o.save == ""):
 		return usagef("collect needs --save DIR and host names")
-	case (o.ssh.dryRun || o.ssh.save != "") && !remote:
+	case (o.dryRun || o.save != "") && !remote:
 		return usagef("--dry-run and --save go with host names")
 	case len(o.hosts.exclude) > 0 && !remote:
 		return usagef("-x goes with host names")
@@ -200,15 +157,15 @@ func (o *options) remote(ctx context.Context, args []string, tr triager, e *env)
 	if err != nil {
 		return nil, exitUsage, err
 	}
-	if o.ssh.dryRun {
+	if o.dryRun {
 		if err := dryRun(e.stdout, res, o.format); err != nil {
 			return nil, exitInternal, err
 		}
 		return nil, exitOK, nil
 	}
 	var sv *saver
-	if o.ssh.save != "" {
-		if sv, err = newSaver(o.ssh.save); err != nil {
+	if o.save != "" {
+		if sv, err = newSaver(o.save); err != nil {
 			return nil, exitInternal, fmt.Errorf("--save: %w", err)
 		}
 	}
@@ -256,7 +213,7 @@ func exitStatus(hosts []report.Host) int {
 	return code
 }
 
-func (o *options) renderer() (func(io.Writer, []report.Host, report.Options) error, error) {
+func (o *formatFlags) renderer() (func(io.Writer, []report.Host, report.Options) error, error) {
 	switch o.color {
 	case "auto", "always", "never":
 	default:

@@ -30,18 +30,9 @@ func (o *watchOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.until, "until", "", "exit 0 once `COND` holds on every host: free (every leftover, stopped or zombie holder gone and its memory back), clean (no finding at warning or worse), ready (with --tp, the job would start)")
 }
 
-// watchFlags gives --timeout its meaning for watch: the whole watch, not each host.
-func watchFlags(fs *pflag.FlagSet, o *options) {
-	f := fs.Lookup("timeout")
-	f.Usage = "end the watch after `DURATION` (exit 1 when --until has not held by then; default: no end)"
-	f.DefValue = "0"
-	o.timeout = 0
-	fs.Lookup("format").Usage = "output `FORMAT`: text, or json for JSON Lines (one object per host round)"
-}
-
 // watchCmd is `gputriage watch HOST...`.
 func watchCmd(ctx context.Context, args []string, e *env) (int, error) {
-	var o options
+	var o watchFlags
 	fs, err := parseFlags("watch", &o, args)
 	if err != nil {
 		return exitUsage, err
@@ -76,7 +67,7 @@ func watchCmd(ctx context.Context, args []string, e *env) (int, error) {
 }
 
 // watchConfig checks watch's flags and returns what each host waits for.
-func (o *options) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
+func (o *watchFlags) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
 	var cfg watch.Config
 	switch o.format {
 	case "text", "json":
@@ -117,7 +108,7 @@ func (o *options) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
 // watcher runs one watch: a goroutine per host probes it every --interval over its kept
 // connection, and the rounds are judged and shown here, one at a time, as they come.
 type watcher struct {
-	o     *options
+	o     *watchFlags
 	cfg   watch.Config
 	hosts []resolved
 	nonce string

@@ -31,9 +31,9 @@ type watchOutput struct {
 	masks bool
 }
 
-func newWatchOutput(o *options, e *env, hosts []resolved) watchOutput {
+func newWatchOutput(o *watchFlags, e *env, hosts []resolved) watchOutput {
 	out := watchOutput{w: e.stdout, errw: e.stderr, mode: "lines", notes: map[string]bool{},
-		said: map[int]string{}, rounds: map[int]int{}, clean: hostText(o.out.showSecrets), masks: !o.out.showSecrets}
+		said: map[int]string{}, rounds: map[int]int{}, clean: hostText(false), masks: true} // watch has no --show-secrets
 	if o.format == "json" {
 		out.mode = "json"
 	} else if tty, _ := o.colorFor(e); tty {
