@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/triage"
 )
 
 const nodeCheckUsage = `gputriage node-check: judge this node's GPUs for Slurm, without SSH, as its
@@ -137,7 +138,7 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problem
 	timeout := nc.timeout
 	if !nc.fullProbe {
 		start := time.Now()
-		doubts := diagnose.IdleGate(idleFacts(ctx, time.Duration(smiSeconds(timeout))*time.Second), scope)
+		doubts := diagnose.IdleGate(idleFacts(ctx, time.Duration(triage.SMISeconds(timeout))*time.Second), scope)
 		took := time.Since(start).Round(time.Millisecond)
 		if len(doubts) == 0 {
 			nc.debugf(e, "idle gate: clean in %s, without the probe: no compute app, no GPU memory in use, only driver helpers on the GPUs' devices, no deleted /dev/shm file held, /dev/shm neither full nor holding 64 MiB", took)
@@ -147,7 +148,7 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problem
 		// The gate's time comes out of the probe's, which keeps at least half of it.
 		timeout = max(timeout-time.Since(start), timeout/2)
 	}
-	h := localHost(ctx, timeout)
+	h := triage.ProbeLocal(ctx, timeout)
 	if h.Err != nil {
 		fmt.Fprintf(e.stdout, "gputriage: node-check: the probe failed (%s: %s): %s\n",
 			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
@@ -182,7 +183,7 @@ func nodeName(flag string, getenv func(string) string) (string, error) {
 		host, _ := os.Hostname()
 		name, _, _ = strings.Cut(host, ".")
 	}
-	if !plainHostname(name) || len(name) > 64 {
+	if !triage.PlainHostname(name) || len(name) > 64 {
 		return "", usagef("node-check: %q is not a Slurm node name: give --node NAME", name)
 	}
 	return name, nil
@@ -202,14 +203,14 @@ func runBounded(ctx context.Context, bin string, args ...string) (string, error)
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	out := &capWriter{limit: 64 << 10}
+	out := &triage.CapWriter{Limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err,
-			report.Sanitize(strings.TrimSpace(out.buf.String())))
+			report.Sanitize(strings.TrimSpace(out.Buf.String())))
 	}
-	return out.buf.String(), nil
+	return out.Buf.String(), nil
 }
 
 // drainNode drains node with reason, which DrainReason made printable and short.

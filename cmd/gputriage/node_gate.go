@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // node-check's idle gate: before the probe, node-check asks nvidia-smi exactly what the
@@ -67,7 +68,7 @@ func nodeFactsWithin(ctx context.Context, bound time.Duration) diagnose.IdleFact
 // the answers as the probe's sections: a capture holding only those, under a nonce of its
 // own, goes through parse.Parse like any other.
 func idleSMI(ctx context.Context, bound time.Duration) (*parse.Snapshot, bool) {
-	nonce := newNonce()
+	nonce := triage.NewNonce()
 	var b strings.Builder
 	b.WriteString(parse.CaptureHeader(nonce))
 	smi := findSMI()
@@ -127,20 +128,20 @@ func runSMI(ctx context.Context, bound time.Duration, smi string, args []string)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, smi, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out := &capWriter{limit: smiSectionLimit + 64}
+	out := &triage.CapWriter{Limit: smiSectionLimit + 64}
 	cmd.Stdout, cmd.Stderr = out, out // one pipe for both, as 2>&1
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		return out.buf.String(), 124
+		return out.Buf.String(), 124
 	case errors.As(err, &exit):
-		return out.buf.String(), exit.ExitCode()
+		return out.Buf.String(), exit.ExitCode()
 	case err != nil:
 		return err.Error(), 127
 	}
-	return out.buf.String(), 0
+	return out.Buf.String(), 0
 }
 
 // smiSection writes one answer as the probe's capsec would: the output and its rc trailer

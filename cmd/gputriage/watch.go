@@ -11,7 +11,7 @@ import (
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
-	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/triage"
 	"github.com/gputriage/gputriage/watch"
 )
 
@@ -61,18 +61,19 @@ func watchCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if len(ts) == 0 {
 		return exitUsage, usagef("watch: no hosts given (or -x left none)")
 	}
-	hosts, err := o.ssh.resolve(ts, e)
+	c := o.triageConfig(e, nil)
+	c.Timeout = watchRoundTimeout
+	hosts, err := c.Resolve(ts)
 	if err != nil {
-		return exitUsage, err
+		return exitUsage, triageErr(err)
 	}
-	sopt, nonce, closeAgent, err := o.ssh.options(watchRoundTimeout, e)
+	pool, err := triage.NewPool(c, hosts)
 	if err != nil {
-		return exitUsage, err
+		return exitUsage, triageErr(err)
 	}
-	defer closeAgent()
-	printConfigNotes(e.stderr, hosts)
-	w := &watcher{o: &o, cfg: cfg, hosts: hosts, nonce: nonce, out: newWatchOutput(&o, e, hosts)}
-	return w.run(ctx, sopt), nil
+	triage.PrintConfigNotes(e.stderr, hosts)
+	w := &watcher{o: &o, cfg: cfg, hosts: hosts, pool: pool, out: newWatchOutput(&o, e, hosts)}
+	return w.run(ctx), nil
 }
 
 // watchConfig checks watch's flags and returns what each host waits for.
@@ -119,8 +120,8 @@ func (o *options) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
 type watcher struct {
 	o     *options
 	cfg   watch.Config
-	hosts []resolved
-	nonce string
+	hosts []triage.Host
+	pool  *triage.Pool
 	out   watchOutput
 }
 
@@ -133,17 +134,12 @@ type hostRound struct {
 	notes  []string
 }
 
-func (w *watcher) run(ctx context.Context, sopt sshexec.Options) int {
+func (w *watcher) run(ctx context.Context) int {
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if w.o.timeout > 0 {
 		wctx, cancel = context.WithTimeout(ctx, w.o.timeout)
 	}
 	defer cancel()
-	targets := make([]sshexec.Target, len(w.hosts))
-	for i, h := range w.hosts {
-		targets[i] = w.o.ssh.target(h)
-	}
-	pool := sshexec.NewPool(targets, sopt)
 	rounds := make(chan hostRound)
 	pctx, stop := context.WithCancel(wctx)
 	var wg sync.WaitGroup
@@ -151,26 +147,22 @@ func (w *watcher) run(ctx context.Context, sopt sshexec.Options) int {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.probeLoop(pctx, pool, i, rounds)
+			w.probeLoop(pctx, i, rounds)
 		}()
 	}
 	code := w.judge(ctx, wctx, rounds)
 	stop()
 	wg.Wait() // no Probe in flight when the pool closes
-	pool.Close()
+	w.pool.Close()
 	return code
 }
 
 // probeLoop probes host i every interval until ctx ends. Rounds are not lock-stepped across
 // hosts: a slow host delays only its own next round.
-func (w *watcher) probeLoop(ctx context.Context, pool *sshexec.Pool, i int, rounds chan<- hostRound) {
+func (w *watcher) probeLoop(ctx context.Context, i int, rounds chan<- hostRound) {
 	for {
 		start := time.Now()
-		r, dialed := pool.Probe(ctx, i)
-		if ctx.Err() != nil {
-			return
-		}
-		if !w.round(ctx, i, &r, dialed, rounds) {
+		if !w.pool.Probe(ctx, i, func(r triage.Round) { w.round(ctx, i, r, rounds) }) || ctx.Err() != nil {
 			return
 		}
 		select {
@@ -181,24 +173,15 @@ func (w *watcher) probeLoop(ctx context.Context, pool *sshexec.Pool, i int, roun
 	}
 }
 
-// round diagnoses one round of host i and hands it to the judge, holding one of the sweep's
-// diagnose slots until the judge has it: a round's snapshot and result are read whole by the
-// judge (no diagnose.Retain) and then dropped, so at most that many diagnosed rounds are in
-// flight, whatever the number of hosts. The raw capture is dropped first: the judge does not
-// read it. It reports false when ctx ended first.
-func (w *watcher) round(ctx context.Context, i int, r *sshexec.Result, dialed bool, rounds chan<- hostRound) bool {
-	handed := false
-	withDiagnoseSlot(func() {
-		h, notes := w.o.ssh.finishHost(w.hosts[i].label, r, w.nonce)
-		blameConfig(h.Err, w.hosts[i].conf)
-		h.Capture, r.Stdout, r.Stderr = nil, nil, nil
-		select {
-		case rounds <- hostRound{i: i, host: h, dialed: dialed, at: time.Now(), notes: notes}:
-			handed = true
-		case <-ctx.Done():
-		}
-	})
-	return handed
+// round hands one diagnosed round of host i to the judge, or drops it when ctx ends first.
+// The pool holds one of the sweep's diagnose slots until the judge has it: a round's
+// snapshot and result are read whole by the judge (no diagnose.Retain) and then dropped, so
+// at most that many diagnosed rounds are in flight, whatever the number of hosts.
+func (w *watcher) round(ctx context.Context, i int, r triage.Round, rounds chan<- hostRound) {
+	select {
+	case rounds <- hostRound{i: i, host: r.Host, dialed: r.Dialed, at: time.Now(), notes: r.Notes}:
+	case <-ctx.Done():
+	}
 }
 
 // judge follows every host's rounds until the condition holds on all of them (0), a host
@@ -233,7 +216,7 @@ func (w *watcher) judge(ctx, wctx context.Context, rounds <-chan hostRound) int 
 			st[r.i] = &s
 			w.out.round(r.i, r.at, s, evs, st)
 			if first && !s.Reachable {
-				w.out.end(time.Now(), exitHostsFailed, w.hosts[r.i].label+" cannot be reached")
+				w.out.end(time.Now(), exitHostsFailed, w.hosts[r.i].Label+" cannot be reached")
 				return exitHostsFailed
 			}
 			if w.cfg.Until != watch.UntilNone && allHold(st) {

@@ -1,4 +1,4 @@
-package main
+package triage
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ func TestProbeCommandCarriesNoNonce(t *testing.T) {
 			t.Errorf("probeCommand(%v) = %q", sudo, c)
 		}
 	}
-	nonce := newNonce()
+	nonce := NewNonce()
 	in := parse.ProbeInput(nonce, 12)
 	if !bytes.HasPrefix(in, []byte("set -- "+nonce+" 12\n")) || !bytes.HasSuffix(in, []byte(parse.ProbeScript)) {
 		t.Errorf("ProbeInput starts %q", in[:60])
