@@ -2,6 +2,8 @@ package triage
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/sshexec"
@@ -19,10 +21,12 @@ type Pool struct {
 }
 
 // Round is one host's round: the host diagnosed, whole (no Retain, no reportView; no raw
-// capture), whether its connection was dialed for it, and the notes to print about it.
+// capture), whether its connection was dialed for it, when it was in, and the notes to print
+// about it.
 type Round struct {
 	Host   report.Host
 	Dialed bool
+	At     time.Time
 	Notes  []string
 }
 
@@ -60,7 +64,7 @@ func (p *Pool) round(i int, r *sshexec.Result, dialed bool, use func(Round)) {
 		h, notes := p.c.finishHost(p.hosts[i].Label, r, p.nonce)
 		blameConfig(h.Err, p.hosts[i].Conf)
 		h.Capture, r.Stdout, r.Stderr = nil, nil, nil
-		use(Round{Host: h, Dialed: dialed, Notes: notes})
+		use(Round{Host: h, Dialed: dialed, At: time.Now(), Notes: notes})
 	})
 }
 
@@ -68,4 +72,53 @@ func (p *Pool) round(i int, r *sshexec.Result, dialed bool, use func(Round)) {
 func (p *Pool) Close() {
 	p.pool.Close()
 	p.closeAgent()
+}
+
+// Watch probes each host of p every interval until ctx ends or see returns false, and gives
+// see each round, one at a time, as it comes (see(i, r): host i's round). Rounds are not
+// lock-stepped across hosts: a slow host delays only its own next round. A round holds its
+// diagnose slot until see has it, so at most that many diagnosed rounds are in flight,
+// whatever the number of hosts. When Watch returns, no Probe is in flight.
+func (p *Pool) Watch(ctx context.Context, interval time.Duration, see func(i int, r Round) bool) {
+	type hostRound struct {
+		i int
+		r Round
+	}
+	rounds := make(chan hostRound)
+	pctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stop(); wg.Wait() }()
+	for i := range p.hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := time.Now()
+				handed := p.Probe(pctx, i, func(r Round) {
+					select {
+					case rounds <- hostRound{i, r}:
+					case <-pctx.Done():
+					}
+				})
+				if !handed || pctx.Err() != nil {
+					return
+				}
+				select {
+				case <-time.After(interval - time.Since(start)):
+				case <-pctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-rounds:
+			if !see(r.i, r.r) {
+				return
+			}
+		}
+	}
 }

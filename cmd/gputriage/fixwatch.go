@@ -51,9 +51,7 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 	// At least one round, however long dialing took: the release may be there already.
 	for n := 0; n == 0 || time.Now().Before(deadline) && len(want) > 0 && ctx.Err() == nil; n++ {
 		var evs []watch.Event
-		pool.Probe(ctx, 0, func(pr triage.Round) {
-			_, evs = wh.Observe(watchRound(hostRound{host: pr.Host, dialed: pr.Dialed, at: time.Now()}))
-		})
+		pool.Probe(ctx, 0, func(pr triage.Round) { _, evs = wh.Observe(watchRound(pr)) })
 		for _, ev := range evs {
 			if ev.Kind == watch.Released && ev.Holder != nil && ev.GPU != nil && want[[2]int{ev.Holder.PID, *ev.GPU}] {
 				delete(want, [2]int{ev.Holder.PID, *ev.GPU})
