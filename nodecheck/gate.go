@@ -1,10 +1,7 @@
 package nodecheck
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/probe"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // node-check's idle gate: before the probe, node-check asks nvidia-smi exactly what the
@@ -68,7 +66,7 @@ func nodeFactsWithin(ctx context.Context, bound time.Duration) IdleFacts {
 // the answers as the probe's sections: a capture holding only those, under a nonce of its
 // own, goes through parse.Parse like any other.
 func idleSMI(ctx context.Context, bound time.Duration) (*parse.Snapshot, bool) {
-	nonce := gateNonce()
+	nonce := triage.NewNonce()
 	var b strings.Builder
 	b.WriteString(parse.CaptureHeader(nonce))
 	smi := findSMI()
@@ -128,20 +126,20 @@ func runSMI(ctx context.Context, bound time.Duration, smi string, args []string)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, smi, args...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out := &boundedBuffer{limit: smiSectionLimit + 64}
+	out := &triage.CapWriter{Limit: smiSectionLimit + 64}
 	cmd.Stdout, cmd.Stderr = out, out // one pipe for both, as 2>&1
 	cmd.WaitDelay = time.Second
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		return out.buf.String(), 124
+		return out.Buf.String(), 124
 	case errors.As(err, &exit):
-		return out.buf.String(), exit.ExitCode()
+		return out.Buf.String(), exit.ExitCode()
 	case err != nil:
 		return err.Error(), 127
 	}
-	return out.buf.String(), 0
+	return out.Buf.String(), 0
 }
 
 // smiSection writes one answer as the probe's capsec would: the output and its rc trailer
@@ -154,26 +152,4 @@ func smiSection(b *strings.Builder, nonce, name, out string, rc int) {
 	}
 	fmt.Fprintf(b, "@@gputriage %s begin %s limit=%d\n%s\n@@gputriage %s end %s\n",
 		nonce, name, smiSectionLimit, strings.TrimRight(stream, "\n"), nonce, name)
-}
-
-// gateNonce frames the gate's own capture of nvidia-smi's answers, as the probe's nonce frames
-// a capture.
-func gateNonce() string {
-	var b [16]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
-}
-
-// boundedBuffer keeps at most limit bytes of what is written to it and drops the rest.
-type boundedBuffer struct {
-	buf   bytes.Buffer
-	limit int
-}
-
-func (c *boundedBuffer) Write(p []byte) (int, error) {
-	if room := c.limit - c.buf.Len(); len(p) > room {
-		c.buf.Write(p[:max(room, 0)])
-		return len(p), nil
-	}
-	return c.buf.Write(p)
 }

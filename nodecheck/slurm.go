@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // What node-check does to the node in Slurm, through scontrol: drain it with a reason, and
@@ -30,14 +31,14 @@ func runBounded(ctx context.Context, bin string, args ...string) (string, error)
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	out := &boundedBuffer{limit: 64 << 10}
+	out := &triage.CapWriter{Limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.WaitDelay = time.Second
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("%s %s: %w: %s", filepath.Base(bin), strings.Join(args, " "), err,
-			report.Sanitize(strings.TrimSpace(out.buf.String())))
+			report.Sanitize(strings.TrimSpace(out.Buf.String())))
 	}
-	return out.buf.String(), nil
+	return out.Buf.String(), nil
 }
 
 // Drain drains node with reason, which DrainReason made printable and short, and says so on w.

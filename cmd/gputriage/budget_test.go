@@ -17,7 +17,7 @@ import (
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
-	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // countWriter counts what is written to it.
@@ -39,7 +39,7 @@ func TestHostBudget(t *testing.T) {
 	dir := t.TempDir()
 	raw := simfleet.LimitCapture(parse.SectionNames()...)
 	for i := range hosts {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("gpu%02d%s", i, captureExt)), raw, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("gpu%02d.capture", i)), raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestHostBudget(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	before := m.HeapAlloc
-	hs, err := replayDir(dir, triager{})
+	hs, err := triage.Replay(dir, &triage.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,52 +76,12 @@ func TestHostBudget(t *testing.T) {
 	runtime.KeepAlive(hs)
 }
 
-// TestWatchRoundBounded: a watch round is parsed and diagnosed holding one of the sweep's
-// diagnose slots, which it keeps until the judge takes the round, so that however many hosts
-// are watched at most that many diagnosed rounds are in flight; the round carries no raw
-// capture (the judge reads the snapshot and result only).
-func TestWatchRoundBounded(t *testing.T) {
-	defer func(s chan struct{}) { diagnoseSlots = s }(diagnoseSlots)
-	diagnoseSlots = make(chan struct{}, 1)
-	const nonce = simfleet.LimitNonce
-	w := &watcher{o: &watchFlags{}, hosts: []resolved{{label: "limit"}}, nonce: nonce}
-	r := &sshexec.Result{Stdout: simfleet.LimitCapture()}
-	rounds := make(chan hostRound)
-	handed := make(chan bool)
-	go func() { handed <- w.round(context.Background(), 0, r, true, rounds) }()
-	deadline := time.After(time.Minute)
-	for len(diagnoseSlots) == 0 { // the round takes the slot
-		select {
-		case <-deadline:
-			t.Fatal("the round never took a diagnose slot")
-		default:
-			runtime.Gosched()
-		}
-	}
-	select {
-	case diagnoseSlots <- struct{}{}:
-		t.Fatal("a second diagnosis could start while a round waits for the judge")
-	default:
-	}
-	got := <-rounds
-	if !<-handed {
-		t.Fatal("the round says it was not handed")
-	}
-	if len(diagnoseSlots) != 0 {
-		t.Error("the slot is still held once the judge has the round")
-	}
-	if got.host.Err != nil || got.host.Snapshot == nil || got.host.Capture != nil || r.Stdout != nil {
-		t.Errorf("round: err %v, snapshot %v, capture %d bytes, result's stdout %d bytes; want a diagnosis without its capture",
-			got.host.Err, got.host.Snapshot != nil, len(got.host.Capture), len(r.Stdout))
-	}
-}
-
 // TestSweepMemoryInFlight sweeps eight hosts that each answer a well-formed capture with every
 // section at the client's bound (31 MiB), over SSH, with the CLI as a process of its own, at
 // --fanout 1 and 4: its peak resident memory (the kernel's count, VmHWM: rusage's would
 // count this test's own memory, which the child shares until its exec) stays within
 // the sweep's budget, --fanout hosts in flight at 64 MiB each plus 256 KiB kept per host and
-// the process's base (sweepMemoryLimit), with 32 MiB for what the runtime does not count
+// the process's base (triage.SweepMemoryLimit), with 32 MiB for what the runtime does not count
 // (the binary's text, thread stacks). Before, --fanout 1 peaked at 301 MiB and --fanout 8 at
 // 858 MiB (docs/performance.md).
 func TestSweepMemoryInFlight(t *testing.T) {
@@ -162,7 +122,7 @@ func TestSweepMemoryInFlight(t *testing.T) {
 			t.Fatalf("VmHWM %q: %v", kb, err)
 		}
 		rss <<= 10
-		limit := sweepMemoryLimit(fanout, hosts) + 32<<20
+		limit := triage.SweepMemoryLimit(fanout, hosts) + 32<<20
 		t.Logf("--fanout %d: peak RSS %d MiB (budget %d MiB), JSON report %d KiB", fanout, rss>>20, limit>>20, out.n>>10)
 		if out.n < hosts<<10 {
 			t.Errorf("--fanout %d: a report of %d bytes for %d hosts", fanout, out.n, hosts)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // TestCaptureBoundHoldsEverySection: a host whose probe fills every section to the client's own
@@ -19,7 +20,7 @@ func TestCaptureBoundHoldsEverySection(t *testing.T) {
 		}
 		total += n + 256
 	}
-	if total >= maxCaptureBytes {
-		t.Errorf("every section at its limit is %d bytes, over the capture bound of %d", total, maxCaptureBytes)
+	if total >= triage.MaxCaptureBytes {
+		t.Errorf("every section at its limit is %d bytes, over the capture bound of %d", total, triage.MaxCaptureBytes)
 	}
 }

@@ -94,14 +94,17 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 		if err != nil {
 			return exitUsage, err
 		}
-		res, err := o.ssh.resolve(ts, e)
+		c := o.ssh.config(e)
+		c.Timeout = o.timeout
+		res, err := c.Resolve(ts)
 		if err != nil {
-			return exitUsage, err
+			return exitUsage, triageErr(err)
 		}
 		named := newNamedProcs(ex)
-		hosts, err = o.ssh.sweep(ctx, res, o.timeout, triager{see: named.see}, nil, e) // explanations show no capture
+		c.Each, c.Keep, c.Save = named.see, 0, "" // explanations show no capture
+		hosts, err = sweep(ctx, c, res, e)
 		if err != nil {
-			return exitUsage, err
+			return exitUsage, triageErr(err)
 		}
 		ties = tiePIDs(ex, hosts, named)
 	}
@@ -161,7 +164,7 @@ func newNamedProcs(ex []explain.Explanation) *namedProcs {
 	return n
 }
 
-// see is the sweep's triager.see: called for each host, concurrently, before its result is
+// see is the pipeline's Config.Each: called for each host, concurrently, before its result is
 // folded.
 func (n *namedProcs) see(h *report.Host) {
 	if h.Err != nil {

@@ -21,7 +21,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gputriage/gputriage/fix"
-	"github.com/gputriage/gputriage/hostlist"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/sshexec"
 )
@@ -172,7 +171,9 @@ func (f *fixOptions) recheck(ctx context.Context, o *options, p fix.Plan, e *env
 		}
 	}
 	if len(names) > 0 {
-		o.remote(ctx, names, triager{see: see}, e)
+		c := o.triageConfig(e, nil)
+		c.Each = see
+		o.remote(ctx, names, c, e)
 	}
 	code := exitOK
 	kept := p
@@ -272,7 +273,9 @@ func (f *fixOptions) plan(ctx context.Context, o *options, args []string, e *env
 			mu.Unlock()
 		}
 	}
-	hosts, code, err := o.remote(ctx, args, triager{see: see}, e)
+	c := o.triageConfig(e, nil)
+	c.Each = see
+	hosts, code, err := o.remote(ctx, args, c, e)
 	if err != nil || hosts == nil {
 		if err == nil && code != exitOK {
 			err = usagef("fix: no hosts")
@@ -488,21 +491,17 @@ func (f *fixOptions) runHost(ctx context.Context, o *options, planID string, hp 
 		r.err = err
 		return r
 	}
-	target, err := f.resolve(o, hp.Host, e)
+	c := o.triageConfig(e, nil)
+	h, err := c.ResolveOne(hp.Host)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	sopt, closer, err := o.ssh.sessions(o.timeout+f.wait, e)
+	res, err := c.Exec(ctx, h, c.ProbeCommand(), in, 1<<20, o.timeout+f.wait)
 	if err != nil {
 		r.err = err
 		return r
 	}
-	if closer != nil {
-		defer closer.Close()
-	}
-	sopt.Command, sopt.Stdin, sopt.MaxOutput, sopt.Fanout = probeCommand(o.ssh.sudo), in, 1<<20, 1
-	res := sshexec.Run(ctx, []sshexec.Target{target}, sopt)[0]
 	r.results, r.err = fix.ParseResults(res.Stdout, nonce, len(hp.Targets))
 	if res.Err != nil && res.Err.Kind != sshexec.KindExit {
 		// Cut short: what the script said it did stands; with no word from it, once the plan
@@ -519,19 +518,6 @@ func (f *fixOptions) runHost(ctx context.Context, o *options, planID string, hp 
 		}
 	}
 	return r
-}
-
-// resolve reaches a plan's host as the operator named it.
-func (f *fixOptions) resolve(o *options, label string, e *env) (sshexec.Target, error) {
-	ts, err := hostlist.Expand(label)
-	if err != nil || len(ts) != 1 {
-		return sshexec.Target{}, fmt.Errorf("host %q: not one host", label)
-	}
-	res, err := o.ssh.resolve(ts, e)
-	if err != nil {
-		return sshexec.Target{}, err
-	}
-	return o.ssh.target(res[0]), nil
 }
 
 // report prints one host's results and appends them to the audit log.
@@ -561,8 +547,8 @@ func (f *fixOptions) report(o *options, planID string, mode fix.Mode, r hostRun,
 		who = u.Username
 	}
 	login := ""
-	if t, err := f.resolve(o, host, e); err == nil {
-		login = t.User
+	if h, err := o.triageConfig(e, nil).ResolveOne(host); err == nil {
+		login = h.Conf.User
 	}
 	var recs []fix.Record
 	for j, res := range r.results {

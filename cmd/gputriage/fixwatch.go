@@ -9,7 +9,7 @@ import (
 	"github.com/gputriage/gputriage/fix"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
-	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/triage"
 	"github.com/gputriage/gputriage/watch"
 )
 
@@ -41,30 +41,17 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 	if len(want) == 0 {
 		return nil, true
 	}
-	target, err := f.resolve(o, r.hp.Host, e)
+	pool, err := f.pool(o, r.hp.Host, e)
 	if err != nil {
 		return []string{fmt.Sprintf("%s: not watched: %v", report.Sanitize(r.hp.Host), err)}, false
 	}
-	sopt, _, closeAgent, err := o.ssh.options(o.timeout, e)
-	if err != nil {
-		return []string{fmt.Sprintf("%s: not watched: %v", report.Sanitize(r.hp.Host), err)}, false
-	}
-	defer closeAgent()
-	pool := sshexec.NewPool([]sshexec.Target{target}, sopt)
 	defer pool.Close()
 	wh := watch.NewHost(watch.Config{})
 	wh.Observe(watch.Round{At: start, Snapshot: base.snap, Result: base.result})
 	// At least one round, however long dialing took: the release may be there already.
 	for n := 0; n == 0 || time.Now().Before(deadline) && len(want) > 0 && ctx.Err() == nil; n++ {
-		res, dialed := pool.Probe(ctx, 0)
-		round := watch.Round{At: time.Now(), Dialed: dialed}
-		if res.Err == nil {
-			h := diagnoseCapture(r.hp.Host, res.Stdout)
-			round.Snapshot, round.Result = h.Snapshot, h.Result
-		} else {
-			round.Err = res.Err.Error()
-		}
-		_, evs := wh.Observe(round)
+		var evs []watch.Event
+		pool.Probe(ctx, 0, func(pr triage.Round) { _, evs = wh.Observe(watchRound(pr)) })
 		for _, ev := range evs {
 			if ev.Kind == watch.Released && ev.Holder != nil && ev.GPU != nil && want[[2]int{ev.Holder.PID, *ev.GPU}] {
 				delete(want, [2]int{ev.Holder.PID, *ev.GPU})
@@ -79,6 +66,16 @@ func (f *fixOptions) watchRelease(ctx context.Context, o *options, r hostRun, ba
 		lines = append(lines, fmt.Sprintf("%s: PID %d: memory still held on GPU %d after %s", report.Sanitize(r.hp.Host), k[0], k[1], f.wait))
 	}
 	return lines, len(want) == 0
+}
+
+// pool reaches a plan's host, as the operator named it, for repeated probes.
+func (f *fixOptions) pool(o *options, label string, e *env) (*triage.Pool, error) {
+	c := o.triageConfig(e, nil)
+	h, err := c.ResolveOne(label)
+	if err != nil {
+		return nil, err
+	}
+	return triage.NewPool(c, []triage.Host{h})
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -33,6 +33,7 @@ import (
 	"github.com/gputriage/gputriage/internal/sshdtest"
 	"github.com/gputriage/gputriage/internal/sshtest"
 	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // hNonce is the nonce of the captures built here.
@@ -620,8 +621,8 @@ func TestHostileHugeOutput(t *testing.T) {
 	if code != exitFindings {
 		t.Errorf("exit %d, want %d (stderr %q)", code, exitFindings, errOut)
 	}
-	if !strings.Contains(errOut, "huge:") || !strings.Contains(errOut, fmt.Sprint(maxCaptureBytes)) {
-		t.Errorf("stderr does not say the output was cut at %d bytes: %q", maxCaptureBytes, errOut)
+	if !strings.Contains(errOut, "huge:") || !strings.Contains(errOut, fmt.Sprint(triage.MaxCaptureBytes)) {
+		t.Errorf("stderr does not say the output was cut at %d bytes: %q", triage.MaxCaptureBytes, errOut)
 	}
 	doc := decodeDoc(t, out)
 	h := doc.Hosts[0]
@@ -641,7 +642,7 @@ func TestHostileHugeOutput(t *testing.T) {
 	// shm-ls body (about 480,000 records) that the host sent past the section's declared
 	// 4 MiB limit. The bound is what matters: it does not grow with what the host sends.
 	if alloc > 1<<30 || peak.Load() > 512<<20 {
-		t.Errorf("memory not bounded: %d MiB allocated, %d MiB peak heap for a %d MiB bound", alloc>>20, peak.Load()>>20, maxCaptureBytes>>20)
+		t.Errorf("memory not bounded: %d MiB allocated, %d MiB peak heap for a %d MiB bound", alloc>>20, peak.Load()>>20, triage.MaxCaptureBytes>>20)
 	}
 	if elapsed > 20*time.Second {
 		t.Errorf("took %s", elapsed)

@@ -18,6 +18,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/sshdtest"
 	"github.com/gputriage/gputriage/internal/testenv"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // lab is sixteen real OpenSSH hosts, gpu01..gpu16, each with its own host name, processes and
@@ -364,7 +365,7 @@ func TestLabOptions(t *testing.T) {
 		if code != exitOK || len(doc.Hosts) != 2 || !doc.Hosts[0].OK || !doc.Hosts[1].OK {
 			t.Fatalf("exit %d, stderr %s\n%s", code, errOut, out)
 		}
-		if strings.Contains(errOut, "gpu01: "+sudoFallbackMsg) || !strings.Contains(errOut, "gpu02: "+sudoFallbackMsg) {
+		if strings.Contains(errOut, "gpu01: "+triage.SudoFallbackMsg) || !strings.Contains(errOut, "gpu02: "+triage.SudoFallbackMsg) {
 			t.Errorf("fallback notes wrong: %q", errOut)
 		}
 	})

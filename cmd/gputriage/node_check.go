@@ -11,6 +11,7 @@ import (
 
 	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/triage"
 )
 
 const nodeCheckUsage = `gputriage node-check: judge this node's GPUs for Slurm, without SSH, as its
@@ -134,7 +135,7 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problem
 	timeout := nc.timeout
 	if !nc.fullProbe {
 		start := time.Now()
-		doubts := nodecheck.IdleGate(nodecheck.ReadIdleFacts(ctx, time.Duration(smiSeconds(timeout))*time.Second), scope)
+		doubts := nodecheck.IdleGate(nodecheck.ReadIdleFacts(ctx, time.Duration(triage.SMISeconds(timeout))*time.Second), scope)
 		took := time.Since(start).Round(time.Millisecond)
 		if len(doubts) == 0 {
 			nc.debugf(e, "idle gate: clean in %s, without the probe: no compute app, no GPU memory in use, only driver helpers on the GPUs' devices, no deleted /dev/shm file held, /dev/shm neither full nor holding 64 MiB", took)
@@ -144,7 +145,7 @@ func (nc nodeCheckOptions) judge(ctx context.Context, e *env, job bool) (problem
 		// The gate's time comes out of the probe's, which keeps at least half of it.
 		timeout = max(timeout-time.Since(start), timeout/2)
 	}
-	h := localHost(ctx, timeout)
+	h := triage.ProbeLocal(ctx, timeout)
 	if h.Err != nil {
 		fmt.Fprintf(e.stdout, "gputriage: node-check: the probe failed (%s: %s): %s\n",
 			report.Sanitize(h.Err.Phase), report.Sanitize(h.Err.Kind), report.Sanitize(report.MaskSecrets(h.Err.Message)))
@@ -179,7 +180,7 @@ func nodeName(flag string, getenv func(string) string) (string, error) {
 		host, _ := os.Hostname()
 		name, _, _ = strings.Cut(host, ".")
 	}
-	if !plainHostname(name) || len(name) > 64 {
+	if !triage.PlainHostname(name) || len(name) > 64 {
 		return "", usagef("node-check: %q is not a Slurm node name: give --node NAME", name)
 	}
 	return name, nil

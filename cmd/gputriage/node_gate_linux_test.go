@@ -17,6 +17,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/probe"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // newGateBox is a node box (see newNodeBox) whose /dev is its own: a tmpfs holding /dev/null,
@@ -100,7 +101,7 @@ func saveBoxCapture(t *testing.T, box *nodeBox, smiDir, name string) {
 	}
 	argv := append(box.enter(), "env", "-i", "PATH="+smiDir+":/usr/sbin:/usr/bin:/sbin:/bin", "sh", "-s")
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin = strings.NewReader(string(probe.Input(newNonce(), 12)))
+	cmd.Stdin = strings.NewReader(string(probe.Input(triage.NewNonce(), 12)))
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("the probe in the box: %v", err)

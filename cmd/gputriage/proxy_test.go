@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/sshconf"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // proxyConfig is an ssh config, read before the lab's own, whose hosts are reached through
@@ -317,20 +318,20 @@ Match exec "true"
 	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var hosts []resolved
+	var hosts []triage.Host
 	for i := 1; i <= 16; i++ {
 		name := fmt.Sprintf("gpu%02d", i)
 		h, err := sshconf.Resolve(name, sshconf.Options{ConfigFile: cfg, Home: dir, LocalUser: "me"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		hosts = append(hosts, resolved{label: name, conf: h})
+		hosts = append(hosts, triage.Host{Label: name, Conf: h})
 	}
 	var b strings.Builder
-	printConfigNotes(&b, hosts)
+	triage.PrintConfigNotes(&b, hosts)
 	want := "gputriage: CanonicalizeHostname (~/ssh_config:2): not supported by gputriage; the HostName is used as written; used by gpu[01-16]\n" +
 		"gputriage: Match exec (~/ssh_config:6): not evaluated by gputriage; its block is treated as not matching; used by gpu[01-16]\n" +
-		"gputriage: " + strictNoNote + "; used by gpu[10-16]\n"
+		"gputriage: " + triage.StrictNoNote + "; used by gpu[10-16]\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/gputriage/gputriage/triage"
+
 	"bytes"
 	"os"
 	"path/filepath"
@@ -41,7 +43,7 @@ func TestPlainHostname(t *testing.T) {
 		"": false, "-x": false, ".x": false, "a b": false, "evil\x1b[31m": false, "ct200\n": false,
 		strings.Repeat("a", 254): false,
 	} {
-		if got := plainHostname(s); got != want {
+		if got := triage.PlainHostname(s); got != want {
 			t.Errorf("plainHostname(%q) = %v, want %v", s, got, want)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/gputriage/gputriage/hostlist"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/slurm"
-	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // slurmOptions are the flags that let Slurm choose the hosts: the nodes of jobs, of a
@@ -65,7 +65,7 @@ func (o *sweepOptions) slurmHosts(ctx context.Context, e *env) ([]string, map[st
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	nonce := newNonce()
+	nonce := triage.NewNonce()
 	var squeue, sinfo *slurm.Output
 	if o.slurm.via != "" {
 		squeue, sinfo, err = o.slurmVia(ctx, q, nonce, e)
@@ -120,12 +120,12 @@ func slurmHere(ctx context.Context, q slurm.Query, nonce string) (squeue, sinfo 
 func runSlurm(ctx context.Context, argv []string) (*slurm.Output, error) {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	out := &capWriter{limit: maxSlurmOutput}
-	errOut := &capWriter{limit: 64 << 10}
+	out := &triage.CapWriter{Limit: maxSlurmOutput}
+	errOut := &triage.CapWriter{Limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	cmd.WaitDelay = 2 * time.Second
 	err := cmd.Run()
-	o := &slurm.Output{Stdout: out.buf.Bytes(), Stderr: errOut.buf.String(), Truncated: out.overflow}
+	o := &slurm.Output{Stdout: out.Buf.Bytes(), Stderr: errOut.Buf.String(), Truncated: out.Overflow}
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
@@ -145,30 +145,16 @@ func (o *sweepOptions) slurmVia(ctx context.Context, q slurm.Query, nonce string
 	if err != nil || len(ts) != 1 {
 		return nil, nil, usagef("--slurm-via %s: one login node, please (%v)", o.slurm.via, err)
 	}
-	res, err := o.ssh.resolve(ts, e)
+	c := o.sweepConfig(e)
+	res, err := c.Resolve(ts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, triageErr(err)
 	}
-	sopt, closer, err := o.ssh.sessions(o.timeout, e)
+	triage.PrintConfigNotes(e.stderr, res)
+	r, err := c.Exec(ctx, res[0], "sh -s", []byte(slurm.Script(q, nonce)), maxSlurmOutput, o.timeout)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, triageErr(err)
 	}
-	if closer != nil {
-		defer closer.Close()
-	}
-	sopt.Command = "sh -s"
-	sopt.Stdin = []byte(slurm.Script(q, nonce))
-	sopt.MaxOutput = maxSlurmOutput
-	sopt.Fanout = 1
-	target := o.ssh.target(res[0])
-	var debug *sshDebug
-	if o.ssh.debug {
-		debug = &sshDebug{w: e.stderr}
-	}
-	debug.route(res[0].label, target, sopt.Agent != nil, sopt)
-	printConfigNotes(e.stderr, res)
-	r := sshexec.Run(ctx, []sshexec.Target{target}, sopt)[0]
-	debug.result(res[0].label, &r)
 	if r.Err != nil {
 		msg := r.Err.Message
 		if r.Err.Hop != "" && !strings.Contains(msg, r.Err.Hop) {

@@ -1,21 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
-	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gputriage/gputriage/diagnose"
-	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/readiness"
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // version is set at build time with -ldflags "-X main.version=..."; otherwise it comes from
@@ -42,24 +39,19 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 		return exitUsage, err
 	}
 
-	tr := triager{job: job}
-	if o.format == "markdown" || o.format == "md" {
-		tr.keep = report.MarkdownCaptureBytes
-	}
+	c := o.triageConfig(e, job)
 	var hosts []report.Host
 	switch {
 	case o.replay != "":
-		hosts, err = replayHosts(o.replay, tr)
+		hosts, err = triage.Replay(o.replay, c)
 		if err != nil {
-			return exitUsage, err
+			return exitUsage, triageErr(err)
 		}
 	case o.local:
-		h := localHost(ctx, o.timeout)
-		tr.finish(&h)
-		hosts = []report.Host{h}
+		hosts = []report.Host{triage.Local(ctx, c)}
 	default:
 		var code int
-		hosts, code, err = o.remote(ctx, fs.Args(), tr, e)
+		hosts, code, err = o.remote(ctx, fs.Args(), c, e)
 		if err != nil || hosts == nil {
 			return code, err
 		}
@@ -135,8 +127,7 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 
 // remote resolves and sweeps the hosts named by args and flags (or, with --dry-run, prints
 // how they would be reached and returns no hosts).
-func (o *options) remote(ctx context.Context, args []string, tr triager, e *env) ([]report.Host, int, error) {
-	var sched map[string]*report.Scheduler
+func (o *options) remote(ctx context.Context, args []string, c *triage.Config, e *env) ([]report.Host, int, error) {
 	if o.slurm.given() {
 		nodes, s, err := o.slurmHosts(ctx, e)
 		if err != nil && ctx.Err() != nil {
@@ -144,7 +135,7 @@ func (o *options) remote(ctx context.Context, args []string, tr triager, e *env)
 		} else if err != nil {
 			return nil, exitUsage, err
 		}
-		args, sched = append(slices.Clone(args), nodes...), s
+		args, c.Scheduler = append(slices.Clone(args), nodes...), s
 	}
 	ts, err := o.hosts.targets(args, e.stdin)
 	if err != nil {
@@ -153,31 +144,23 @@ func (o *options) remote(ctx context.Context, args []string, tr triager, e *env)
 	if len(ts) == 0 {
 		return nil, exitUsage, usagef("no hosts given (or -x left none)")
 	}
-	res, err := o.ssh.resolve(ts, e)
+	res, err := c.Resolve(ts)
 	if err != nil {
-		return nil, exitUsage, err
+		return nil, exitUsage, triageErr(err)
 	}
 	if o.dryRun {
-		if err := dryRun(e.stdout, res, o.format); err != nil {
+		if err := triage.DryRun(e.stdout, res, o.format); err != nil {
 			return nil, exitInternal, err
 		}
 		return nil, exitOK, nil
 	}
-	var sv *saver
-	if o.save != "" {
-		if sv, err = newSaver(o.save); err != nil {
-			return nil, exitInternal, fmt.Errorf("--save: %w", err)
-		}
-	}
-	hosts, err := o.ssh.sweep(ctx, res, o.timeout, tr, sv, e)
-	if err != nil {
-		return nil, exitUsage, err
-	}
-	if err := sv.finish(hosts); err != nil {
-		return nil, exitInternal, fmt.Errorf("--save: %w", err)
-	}
-	for i := range hosts {
-		hosts[i].Scheduler = sched[hosts[i].Name]
+	hosts, err := sweep(ctx, c, res, e)
+	var ue *triage.UsageError
+	switch {
+	case errors.As(err, &ue):
+		return nil, exitUsage, triageErr(err)
+	case err != nil:
+		return nil, exitInternal, err
 	}
 	return hosts, exitOK, nil
 }
@@ -230,122 +213,4 @@ func (o *formatFlags) renderer() (func(io.Writer, []report.Host, report.Options)
 		return report.Prometheus, nil
 	}
 	return nil, usagef("--format must be text, markdown, json or prometheus, got %q", o.format)
-}
-
-// triager keeps of each diagnosed host what the report needs, so that hosts are dropped as
-// they are diagnosed, not when the report is written.
-type triager struct {
-	job  *readiness.Job // --tp, answered per host while its whole snapshot is at hand; nil: none
-	keep int            // bytes of the raw capture to keep: what a Markdown report can show
-	// see, when set, is given each host while its whole snapshot is at hand (fix builds its
-	// plan there); called from the sweep's goroutines, concurrently.
-	see func(h *report.Host)
-}
-
-// finish answers --tp for h, bounds the processes its result keeps (diagnose.Retain), then
-// drops what no report reads: the raw capture beyond tr.keep
-// (CaptureSize keeps its length) and the snapshot beyond reportView.
-func (tr triager) finish(h *report.Host) {
-	if tr.see != nil {
-		tr.see(h)
-	}
-	if tr.job != nil && h.Err == nil && h.Snapshot != nil {
-		r := readiness.Check(h.Snapshot, h.Result, *tr.job)
-		h.Readiness = &r
-	}
-	diagnose.Retain(&h.Result)
-	h.Snapshot = reportView(h.Snapshot)
-	if c := h.Capture; c != nil {
-		h.CaptureSize, h.Capture = len(c), nil
-		if tr.keep > 0 {
-			h.Capture = bytes.Clone(c[:min(len(c), tr.keep)])
-		}
-	}
-}
-
-// reportView is the part of a snapshot that reports read: host facts, nvidia-smi's answer,
-// the GPUs, /dev/shm's totals, notes and sections. The processes, descriptors, mappings,
-// units and /dev/shm entries are diagnose's input only; its Result carries what it found in
-// them. TestReportView checks that every report renders the same from the view.
-func reportView(s *parse.Snapshot) *parse.Snapshot {
-	if s == nil {
-		return nil
-	}
-	v := &parse.Snapshot{Host: s.Host, SMI: s.SMI, GPUs: parse.CloneGPUs(s.GPUs), Shm: s.Shm, Notes: s.Notes,
-		Sections: s.Sections, Truncated: s.Truncated}
-	v.Shm.Entries = nil
-	return v
-}
-
-// diagnoseCapture parses one host's raw probe output and diagnoses it. Ages are computed
-// against the host's own clock at probe time, so a replay gives exactly the live result.
-func diagnoseCapture(name string, raw []byte) report.Host {
-	// Output that is not a capture at all (a login banner, a shell that ignored the script,
-	// garbage) means the probe did not run: the host is not triaged, whatever it printed. Only
-	// the first line is looked at, and at most maxHeaderLine bytes of it.
-	if _, err := parse.SplitCapture(firstLine(raw)); err != nil {
-		return report.Host{Name: name, Capture: raw, Err: &report.HostError{Phase: "probe", Kind: "bad-output",
-			Message: fmt.Sprintf("the host's output is not a gputriage capture (%d bytes): %v", len(raw), err)}}
-	}
-	snap, err := parse.Parse(raw) // never nil: what could be read, and what could not
-	h := report.Host{Name: name, Snapshot: snap, Capture: raw}
-	if err != nil {
-		snap.Notes = append(snap.Notes, parse.Note{Code: "parse-error", Message: err.Error()})
-	}
-	now := time.Unix(0, 0).UTC()
-	if snap.Host.Time != nil {
-		now = *snap.Host.Time
-	}
-	h.Result = diagnose.Diagnose(snap, now)
-	return h
-}
-
-// plainHostname reports whether a host's reported hostname can name it in a report: letters,
-// digits, '-', '_' and '.', at most 253 bytes, not starting with '-' or '.'. The value is the
-// host's, so anything else (escapes, spaces, a forged "name  OK") falls back to the file name.
-func plainHostname(s string) bool {
-	if s == "" || len(s) > 253 || s[0] == '-' || s[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-// replayHosts reads a capture file, or a directory saved by --save/collect (or any directory
-// of HOST.capture files). A file that is not a capture is a usage error.
-func replayHosts(path string, tr triager) ([]report.Host, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, usagef("--replay: %v", err)
-	}
-	if st.IsDir() {
-		hosts, err := replayDir(path, tr)
-		if err != nil {
-			return nil, usagef("--replay: %v", err)
-		}
-		return hosts, nil
-	}
-	raw, err := readCapture(path)
-	if err != nil {
-		return nil, usagef("--replay: %v", err)
-	}
-	h := diagnoseCapture(hostFromCaptureFile(path), raw)
-	if h.Snapshot != nil && plainHostname(h.Snapshot.Host.Hostname) {
-		// A capture file is named by whoever saved it (fixtures/ct200.capture, a.capture): the
-		// host is the one the capture says it came from. (In a directory, a saved sweep, the
-		// file names are the names the user gave, as the live report showed them.)
-		h.Name = h.Snapshot.Host.Hostname
-	}
-	if h.Err != nil && h.Err.Kind == "bad-output" {
-		// The user named the wrong file. (In a directory, a saved sweep, such a file is one
-		// host's bad record and the others are still reported.)
-		return nil, usagef("--replay %s: %s", path, h.Err.Message)
-	}
-	tr.finish(&h)
-	return []report.Host{h}, nil
 }

@@ -92,3 +92,13 @@ func probeVersion(script string) string {
 	sum := sha256.Sum256([]byte(script))
 	return fmt.Sprintf("version %s, capture format %s, sha256 %s", ver, format, hex.EncodeToString(sum[:6]))
 }
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -3,15 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/parse"
-	"github.com/gputriage/gputriage/report"
-	"github.com/gputriage/gputriage/sshexec"
+	"github.com/gputriage/gputriage/triage"
 	"github.com/gputriage/gputriage/watch"
 )
 
@@ -52,18 +50,19 @@ func watchCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if len(ts) == 0 {
 		return exitUsage, usagef("watch: no hosts given (or -x left none)")
 	}
-	hosts, err := o.ssh.resolve(ts, e)
+	c := o.ssh.config(e)
+	c.Timeout = watchRoundTimeout
+	hosts, err := c.Resolve(ts)
 	if err != nil {
-		return exitUsage, err
+		return exitUsage, triageErr(err)
 	}
-	sopt, nonce, closeAgent, err := o.ssh.options(watchRoundTimeout, e)
+	pool, err := triage.NewPool(c, hosts)
 	if err != nil {
-		return exitUsage, err
+		return exitUsage, triageErr(err)
 	}
-	defer closeAgent()
-	printConfigNotes(e.stderr, hosts)
-	w := &watcher{o: &o, cfg: cfg, hosts: hosts, nonce: nonce, out: newWatchOutput(&o, e, hosts)}
-	return w.run(ctx, sopt), nil
+	triage.PrintConfigNotes(e.stderr, hosts)
+	w := &watcher{o: &o, cfg: cfg, hosts: hosts, pool: pool, out: newWatchOutput(&o, e, hosts)}
+	return w.run(ctx), nil
 }
 
 // watchConfig checks watch's flags and returns what each host waits for.
@@ -110,141 +109,69 @@ func (o *watchFlags) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
 type watcher struct {
 	o     *watchFlags
 	cfg   watch.Config
-	hosts []resolved
-	nonce string
+	hosts []triage.Host
+	pool  *triage.Pool
 	out   watchOutput
 }
 
-// hostRound is one host's round, diagnosed.
-type hostRound struct {
-	i      int
-	host   report.Host
-	dialed bool
-	at     time.Time
-	notes  []string
-}
-
-func (w *watcher) run(ctx context.Context, sopt sshexec.Options) int {
+// run follows every host's rounds (triage.Pool.Watch) until the condition holds on all of
+// them (0), a host cannot be reached at its first round (3), --timeout passes (1; 0 without
+// --until; 3 when a host is down then) or Ctrl-C (130).
+func (w *watcher) run(ctx context.Context) int {
 	wctx, cancel := ctx, context.CancelFunc(func() {})
 	if w.o.timeout > 0 {
 		wctx, cancel = context.WithTimeout(ctx, w.o.timeout)
 	}
 	defer cancel()
-	targets := make([]sshexec.Target, len(w.hosts))
-	for i, h := range w.hosts {
-		targets[i] = w.o.ssh.target(h)
-	}
-	pool := sshexec.NewPool(targets, sopt)
-	rounds := make(chan hostRound)
-	pctx, stop := context.WithCancel(wctx)
-	var wg sync.WaitGroup
-	for i := range w.hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.probeLoop(pctx, pool, i, rounds)
-		}()
-	}
-	code := w.judge(ctx, wctx, rounds)
-	stop()
-	wg.Wait() // no Probe in flight when the pool closes
-	pool.Close()
-	return code
-}
-
-// probeLoop probes host i every interval until ctx ends. Rounds are not lock-stepped across
-// hosts: a slow host delays only its own next round.
-func (w *watcher) probeLoop(ctx context.Context, pool *sshexec.Pool, i int, rounds chan<- hostRound) {
-	for {
-		start := time.Now()
-		r, dialed := pool.Probe(ctx, i)
-		if ctx.Err() != nil {
-			return
-		}
-		if !w.round(ctx, i, &r, dialed, rounds) {
-			return
-		}
-		select {
-		case <-time.After(w.o.watch.interval - time.Since(start)):
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// round diagnoses one round of host i and hands it to the judge, holding one of the sweep's
-// diagnose slots until the judge has it: a round's snapshot and result are read whole by the
-// judge (no diagnose.Retain) and then dropped, so at most that many diagnosed rounds are in
-// flight, whatever the number of hosts. The raw capture is dropped first: the judge does not
-// read it. It reports false when ctx ended first.
-func (w *watcher) round(ctx context.Context, i int, r *sshexec.Result, dialed bool, rounds chan<- hostRound) bool {
-	handed := false
-	withDiagnoseSlot(func() {
-		h, notes := w.o.ssh.finishHost(w.hosts[i].label, r, w.nonce)
-		blameConfig(h.Err, w.hosts[i].conf)
-		h.Capture, r.Stdout, r.Stderr = nil, nil, nil
-		select {
-		case rounds <- hostRound{i: i, host: h, dialed: dialed, at: time.Now(), notes: notes}:
-			handed = true
-		case <-ctx.Done():
-		}
-	})
-	return handed
-}
-
-// judge follows every host's rounds until the condition holds on all of them (0), a host
-// cannot be reached at its first round (3), --timeout passes (1; 0 without --until; 3 when
-// a host is down then) or Ctrl-C (130).
-func (w *watcher) judge(ctx, wctx context.Context, rounds <-chan hostRound) int {
+	defer w.pool.Close()
 	hs := make([]*watch.Host, len(w.hosts))
 	st := make([]*watch.Status, len(w.hosts))
 	for i := range hs {
 		hs[i] = watch.NewHost(w.cfg)
 	}
-	for {
-		select {
-		case <-wctx.Done():
-			code, why := exitHoldsNot, "--timeout "+w.o.timeout.String()+" passed before --until "+w.o.watch.until+" held"
-			switch {
-			case ctx.Err() != nil:
-				code, why = exitInterrupted, "interrupted"
-			case anyDown(st):
-				code, why = exitHostsFailed, "--timeout passed with a host unreachable"
-			case w.cfg.Until == watch.UntilNone:
-				code, why = exitOK, "--timeout "+w.o.timeout.String()+" passed"
-			}
-			w.out.end(time.Now(), code, why)
-			return code
-		case r := <-rounds:
-			for _, n := range r.notes {
-				w.out.note(r.i, n)
-			}
-			s, evs := hs[r.i].Observe(watchRound(r))
-			first := st[r.i] == nil
-			st[r.i] = &s
-			w.out.round(r.i, r.at, s, evs, st)
-			if first && !s.Reachable {
-				w.out.end(time.Now(), exitHostsFailed, w.hosts[r.i].label+" cannot be reached")
-				return exitHostsFailed
-			}
-			if w.cfg.Until != watch.UntilNone && allHold(st) {
-				w.out.end(time.Now(), exitOK, "--until "+w.o.watch.until+" holds on every host")
-				return exitOK
-			}
+	code, why := -1, ""
+	w.pool.Watch(wctx, w.o.watch.interval, func(i int, r triage.Round) bool {
+		for _, n := range r.Notes {
+			w.out.note(i, n)
+		}
+		s, evs := hs[i].Observe(watchRound(r))
+		first := st[i] == nil
+		st[i] = &s
+		w.out.round(i, r.At, s, evs, st)
+		switch {
+		case first && !s.Reachable:
+			code, why = exitHostsFailed, w.hosts[i].Label+" cannot be reached"
+		case w.cfg.Until != watch.UntilNone && allHold(st):
+			code, why = exitOK, "--until "+w.o.watch.until+" holds on every host"
+		}
+		return code < 0
+	})
+	if code < 0 {
+		code, why = exitHoldsNot, "--timeout "+w.o.timeout.String()+" passed before --until "+w.o.watch.until+" held"
+		switch {
+		case ctx.Err() != nil:
+			code, why = exitInterrupted, "interrupted"
+		case anyDown(st):
+			code, why = exitHostsFailed, "--timeout passed with a host unreachable"
+		case w.cfg.Until == watch.UntilNone:
+			code, why = exitOK, "--timeout "+w.o.timeout.String()+" passed"
 		}
 	}
+	w.out.end(time.Now(), code, why)
+	return code
 }
 
 // exitHoldsNot: --timeout passed before --until held.
 const exitHoldsNot = 1
 
-func watchRound(r hostRound) watch.Round {
-	wr := watch.Round{At: r.at, Dialed: r.dialed}
-	if r.host.Err != nil {
-		wr.Err = r.host.Err.Phase + ": " + r.host.Err.Kind + ": " + r.host.Err.Message
+// watchRound is a pipeline's round as watch observes it.
+func watchRound(r triage.Round) watch.Round {
+	wr := watch.Round{At: r.At, Dialed: r.Dialed}
+	if r.Host.Err != nil {
+		wr.Err = r.Host.Err.Phase + ": " + r.Host.Err.Kind + ": " + r.Host.Err.Message
 		return wr
 	}
-	wr.Snapshot, wr.Result = r.host.Snapshot, r.host.Result
+	wr.Snapshot, wr.Result = r.Host.Snapshot, r.Host.Result
 	if wr.Snapshot == nil {
 		wr.Snapshot = &parse.Snapshot{}
 	}

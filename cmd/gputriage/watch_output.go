@@ -8,6 +8,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/report"
+	"github.com/gputriage/gputriage/triage"
 	"github.com/gputriage/gputriage/watch"
 )
 
@@ -31,7 +32,7 @@ type watchOutput struct {
 	masks bool
 }
 
-func newWatchOutput(o *watchFlags, e *env, hosts []resolved) watchOutput {
+func newWatchOutput(o *watchFlags, e *env, hosts []triage.Host) watchOutput {
 	out := watchOutput{w: e.stdout, errw: e.stderr, mode: "lines", notes: map[string]bool{},
 		said: map[int]string{}, rounds: map[int]int{}, clean: hostText(false), masks: true} // watch has no --show-secrets
 	if o.format == "json" {
@@ -42,7 +43,7 @@ func newWatchOutput(o *watchFlags, e *env, hosts []resolved) watchOutput {
 		}
 	}
 	for _, h := range hosts {
-		out.labels = append(out.labels, report.Sanitize(h.label))
+		out.labels = append(out.labels, report.Sanitize(h.Label))
 	}
 	out.until = o.watch.until != ""
 	until := o.watch.until

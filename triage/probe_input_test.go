@@ -1,4 +1,4 @@
-package main
+package triage
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func TestProbeCommandCarriesNoNonce(t *testing.T) {
 			t.Errorf("probeCommand(%v) = %q", sudo, c)
 		}
 	}
-	nonce := newNonce()
+	nonce := NewNonce()
 	in := probe.Input(nonce, 12)
 	if !bytes.HasPrefix(in, []byte("set -- "+nonce+" 12\n")) || !bytes.HasSuffix(in, []byte(probe.Script)) {
 		t.Errorf("probe.Input starts %q", in[:60])

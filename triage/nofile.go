@@ -1,7 +1,8 @@
-package main
+package triage
 
 import (
 	"fmt"
+	"io"
 	"syscall"
 )
 
@@ -17,7 +18,7 @@ const (
 // limit cannot hold that many hosts at once. Then it first raises the soft limit to the hard
 // one and, if that is still too low, probes fewer hosts at once and says so, rather than let
 // hosts fail to connect for want of a descriptor and be reported as unreachable.
-func fanoutWithin(fanout, n int, e *env) int {
+func fanoutWithin(fanout, n int, stderr io.Writer) int {
 	need := uint64(fdsReserved + fdsPerHost*min(fanout, n))
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= need {
@@ -40,7 +41,7 @@ func fanoutWithin(fanout, n int, e *env) int {
 	if lim.Cur > fdsReserved+fdsPerHost {
 		capped = int((lim.Cur - fdsReserved) / fdsPerHost)
 	}
-	fmt.Fprintf(e.stderr, "gputriage: --fanout %d needs about %d open files, but the limit is %d (ulimit -n; hard limit %d): probing %d hosts at once\n",
+	fmt.Fprintf(stderr, "gputriage: --fanout %d needs about %d open files, but the limit is %d (ulimit -n; hard limit %d): probing %d hosts at once\n",
 		fanout, need, lim.Cur, lim.Max, capped)
 	return capped
 }

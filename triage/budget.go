@@ -1,4 +1,4 @@
-package main
+package triage
 
 import (
 	"os"
@@ -30,9 +30,9 @@ const (
 	baseBudget = 32 << 20
 )
 
-// sweepMemoryLimit is what a sweep of hosts probed fanout at a time may hold: fanout hosts in
+// SweepMemoryLimit is what a sweep of hosts probed fanout at a time may hold: fanout hosts in
 // flight (sshexec.Run calls Done within a host's slot) and what is kept of every host.
-func sweepMemoryLimit(fanout, hosts int) int64 {
+func SweepMemoryLimit(fanout, hosts int) int64 {
 	return int64(fanout)*hostBudget + int64(hosts)*keptBudget + baseBudget
 }
 
@@ -46,6 +46,6 @@ func limitMemory(fanout, hosts int) (restore func()) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	old := debug.SetMemoryLimit(sweepMemoryLimit(fanout, hosts))
+	old := debug.SetMemoryLimit(SweepMemoryLimit(fanout, hosts))
 	return func() { debug.SetMemoryLimit(old) }
 }

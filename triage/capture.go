@@ -1,4 +1,4 @@
-package main
+package triage
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -22,24 +21,14 @@ import (
 
 const (
 	captureExt = ".capture"
-	// maxCaptureBytes bounds one host's probe output. The probe bounds each section (at most
+	// MaxCaptureBytes bounds one host's probe output. The probe bounds each section (at most
 	// about 33 MiB in all, base64 included: TestCaptureBoundHoldsEverySection); this catches a
 	// probe or host that does not.
-	maxCaptureBytes = 36 << 20
+	MaxCaptureBytes = 36 << 20
 )
 
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
-
-// newNonce returns the random marker nonce of one probe run.
-func newNonce() string {
+// NewNonce returns a random marker nonce: of one probe run, of one Slurm query.
+func NewNonce() string {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("crypto/rand: %v", err))
@@ -47,10 +36,15 @@ func newNonce() string {
 	return hex.EncodeToString(b[:])
 }
 
-// smiSeconds bounds each nvidia-smi call of the probe to 40% of the host's deadline (at most
+// SMISeconds bounds each nvidia-smi call of the probe to 40% of the host's deadline (at most
 // 30 s, at least 1 s), so a wedged driver still leaves time to report the rest of the host.
-func smiSeconds(timeout time.Duration) int {
+func SMISeconds(timeout time.Duration) int {
 	return min(max(int(timeout.Seconds()*0.4), 1), 30)
+}
+
+// probeInput is the probe's stdin for one run: its nonce, nvidia-smi's bound, the script.
+func probeInput(nonce string, timeout time.Duration) []byte {
+	return probe.Input(nonce, SMISeconds(timeout))
 }
 
 // readCapture reads a saved capture, bounded like a live one.
@@ -60,12 +54,12 @@ func readCapture(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxCaptureBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(f, MaxCaptureBytes+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) > maxCaptureBytes {
-		return nil, fmt.Errorf("%s: larger than %d MiB: not a capture", path, maxCaptureBytes>>20)
+	if len(raw) > MaxCaptureBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB: not a capture", path, MaxCaptureBytes>>20)
 	}
 	return raw, nil
 }
@@ -74,44 +68,53 @@ func hostFromCaptureFile(path string) string {
 	return strings.TrimSuffix(filepath.Base(path), captureExt)
 }
 
-// capWriter keeps at most limit bytes and remembers that more were offered.
-type capWriter struct {
-	buf      bytes.Buffer
-	limit    int
-	overflow bool
+// CapWriter keeps at most Limit bytes and remembers that more were offered (Overflow).
+type CapWriter struct {
+	Buf      bytes.Buffer
+	Limit    int
+	Overflow bool
 }
 
-func (c *capWriter) Write(p []byte) (int, error) {
-	if room := c.limit - c.buf.Len(); len(p) > room {
-		c.overflow = true
+func (c *CapWriter) Write(p []byte) (int, error) {
+	if room := c.Limit - c.Buf.Len(); len(p) > room {
+		c.Overflow = true
 		if room > 0 {
-			c.buf.Write(p[:room])
+			c.Buf.Write(p[:room])
 		}
 		return len(p), nil
 	}
-	return c.buf.Write(p)
+	return c.Buf.Write(p)
 }
 
-// localHost runs the probe on this machine through sh, without SSH. Everything after the
-// byte stream is shared with replay and SSH.
-func localHost(ctx context.Context, timeout time.Duration) report.Host {
+// Local runs the probe on this machine through sh, without SSH, within c.Timeout, and
+// returns the host diagnosed, keeping what c keeps. Everything after the byte stream is
+// shared with Replay and Run.
+func Local(ctx context.Context, c *Config) report.Host {
+	h := ProbeLocal(ctx, c.Timeout)
+	c.finish(&h)
+	return h
+}
+
+// ProbeLocal is Local's host whole, as diagnosed, for a judge of the whole snapshot
+// (node-check).
+func ProbeLocal(ctx context.Context, timeout time.Duration) report.Host {
 	name, _ := os.Hostname()
 	if name == "" {
 		name = "localhost"
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	nonce := newNonce()
+	nonce := NewNonce()
 	cmd := exec.CommandContext(ctx, "sh", "-s")
-	cmd.Stdin = bytes.NewReader(probe.Input(nonce, smiSeconds(timeout)))
-	out := &capWriter{limit: maxCaptureBytes}
-	errOut := &capWriter{limit: 64 << 10}
+	cmd.Stdin = bytes.NewReader(probeInput(nonce, timeout))
+	out := &CapWriter{Limit: MaxCaptureBytes}
+	errOut := &CapWriter{Limit: 64 << 10}
 	cmd.Stdout, cmd.Stderr = out, errOut
 	cmd.WaitDelay = 2 * time.Second
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start)
-	raw, _, ferr := fromHeader(out.buf.Bytes(), nonce)
+	raw, _, ferr := fromHeader(out.Buf.Bytes(), nonce)
 	h := diagnoseCapture(name, raw)
 	if ferr != nil {
 		h = report.Host{Name: name, Capture: raw, Err: &report.HostError{Phase: "probe", Kind: "bad-output", Message: ferr.Error()}}
@@ -123,7 +126,7 @@ func localHost(ctx context.Context, timeout time.Duration) report.Host {
 	case errors.Is(ctx.Err(), context.Canceled):
 		h.Err = &report.HostError{Phase: "probe", Kind: "interrupted", Message: "interrupted"}
 	case err != nil:
-		msg := strings.TrimSpace(errOut.buf.String())
+		msg := strings.TrimSpace(errOut.Buf.String())
 		if msg == "" {
 			msg = err.Error()
 		}
