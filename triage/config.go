@@ -192,9 +192,10 @@ func (c *Config) debug() *sshDebug {
 	return &sshDebug{w: c.Stderr}
 }
 
-// Exec runs command on h with stdin over one SSH session reached as the probe is (ssh_config,
-// known_hosts, agent, --sudo's fallback is the caller's command's), reading at most maxOut
-// bytes of its output, within timeout: fix's apply script, Slurm's queries on a login node.
+// Exec runs command on h with stdin over one SSH session, h reached as the probe reaches it
+// (ssh_config, known_hosts, agent), reading at most maxOut bytes of its output, within
+// timeout: fix's apply script, Slurm's queries on a login node. With Debug it says how h is
+// reached and how the session ended.
 func (c *Config) Exec(ctx context.Context, h Host, command string, stdin []byte, maxOut int, timeout time.Duration) (sshexec.Result, error) {
 	sopt, closeAgent, err := c.sessions(timeout)
 	if err != nil {

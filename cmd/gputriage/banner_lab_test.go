@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,8 @@ import (
 
 // TestBannerThroughEveryCommand: the fix lab's host, whose login shell prints a banner before
 // every command it runs (a .bashrc that echoes, as many sites' profiles do), is triaged
-// alike by every command that reaches it over SSH: the banner is dropped and named, never
+// alike by every command that reaches it over SSH (sweep, collect and its replay, watch,
+// explain --host, fix and its watch for released memory): the banner is dropped and named, never
 // taken for the capture. The steps run in order on one host: fix stops the leftover, so the
 // commands before it see it and the watch after it sees its memory come back. (node-check
 // probes its own node without a login shell: no banner reaches it.)
@@ -41,6 +43,9 @@ func TestBannerThroughEveryCommand(t *testing.T) {
 			stdout: []string{`"ok": true`, leftover}},
 		{name: "watch", args: []string{"watch", "--format", "json", "--interval", "500ms", "--timeout", "3s", "gpu-fix"},
 			code: exitOK, named: true, roundsOK: true},
+		{name: "explain", args: []string{"explain", "--color", "never", "--host", "gpu-fix", fmt.Sprintf("torch.OutOfMemoryError: CUDA out of memory. "+
+			"Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which 1.50 GiB is free. Process %d has 54.00 GiB memory in use.", l.leftover.PID)},
+			code: exitFindings, stdout: []string{fmt.Sprintf("PID %d (54.00 GiB in the log) on gpu-fix: ", l.leftover.PID)}, named: true},
 		{name: "fix and its release watch", args: []string{"fix", "--yes", "--wait", "20s", "gpu-fix"}, code: exitOK,
 			stdout: []string{"gpu-fix: GPU 0: 55,286 MiB released"}, named: true},
 		{name: "watch until free", args: []string{"watch", "--until", "free", "--interval", "500ms", "--timeout", "30s", "gpu-fix"},

@@ -161,7 +161,7 @@ func (l *fixLab) gputriage(t *testing.T, stdin io.Reader, args ...string) (stdou
 		return ""
 	}
 	lab := []string{"-F", l.config, "--timeout", "30s"}
-	if len(args) > 0 && (args[0] == "fix" || args[0] == "watch" || args[0] == "collect") {
+	if len(args) > 0 && (args[0] == "fix" || args[0] == "watch" || args[0] == "collect" || args[0] == "explain") {
 		lab = append([]string{args[0]}, lab...)
 		args = args[1:]
 	}
