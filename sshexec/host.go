@@ -399,7 +399,9 @@ func (h *hostRun) probe(client *ssh.Client, res *Result) {
 	errBuf := &boundedBuffer{max: o.MaxStderr}
 	stderrDone := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(errBuf, stderr) // keep draining: an unread stderr would stall the channel window
+		// Keep draining: an unread stderr would stall the channel window. A small buffer:
+		// io.Copy's own is 32 KiB, allocated for every host, for a stream mostly empty.
+		_, _ = io.CopyBuffer(errBuf, stderr, make([]byte, stderrChunk))
 		close(stderrDone)
 	}()
 	out, readErr, refused := h.readOutput(stdout)
@@ -581,6 +583,9 @@ func escapeControl(s string) string {
 	}
 	return b.String()
 }
+
+// stderrChunk is how much of a host's stderr is read at once.
+const stderrChunk = 2 << 10
 
 // boundedBuffer keeps the first max bytes written and counts the rest.
 type boundedBuffer struct {
