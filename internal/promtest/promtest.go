@@ -10,28 +10,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // need finds a tool of Debian's prometheus packages. Without it the test skips, saying so,
 // except under CI (CI=true), where a missing tool is a broken .ci/run and fails.
 func need(t testing.TB, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	msg := fmt.Sprintf("%s not installed: apt-get install %s (.ci/run installs it)", name, pkg)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip("SKIPPING: " + msg)
-	return ""
+	return testenv.Need(t, "Prometheus", "apt-get install "+pkg, name)
 }
 
 // CheckMetrics runs `promtool check metrics` on an exposition and fails the test on any
