@@ -165,7 +165,7 @@ func TestNodeCheckInSlurm(t *testing.T) {
 	}
 	waitState := func(node, what string, within time.Duration, ok func(st, reason string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(within)
+		deadline := time.Now().Add(testenv.Scale(within))
 		for {
 			st, reason := state(node)
 			if ok(st, reason) {

@@ -120,7 +120,7 @@ func startWatch(t *testing.T, args ...string) *watchRun {
 // waitFor waits until stdout holds want.
 func (w *watchRun) waitFor(t *testing.T, want string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for !strings.Contains(w.stdout.String(), want) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q in %s; stdout:\n%s\nstderr:\n%s", want, within, w.stdout, w.stderr)
@@ -134,7 +134,7 @@ func (w *watchRun) exit(t *testing.T, within time.Duration) int {
 	select {
 	case c := <-w.code:
 		return c
-	case <-time.After(within):
+	case <-time.After(testenv.Scale(within)):
 		t.Fatalf("watch still running after %s; stdout:\n%s\nstderr:\n%s", within, w.stdout, w.stderr)
 		return -1
 	}

@@ -181,7 +181,7 @@ func (d *Daemon) Run(t testing.TB, name, image string, argv ...string) string {
 func (d *Daemon) WaitHolder(t testing.TB, name, dir string, files int, within time.Duration) int {
 	t.Helper()
 	last := HolderFile(dir, files, files)
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for {
 		id, st := d.Inspect(t, name)
 		if st.Running {

@@ -73,7 +73,7 @@ func StartNodeExporter(t testing.TB, dir string) *NodeExporter {
 		}
 	})
 	ne := &NodeExporter{URL: "http://" + addr + "/metrics"}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(testenv.HangGuard); ; {
 		if _, err := ne.scrape(); err == nil {
 			return ne
 		}
@@ -83,7 +83,7 @@ func StartNodeExporter(t testing.TB, dir string) *NodeExporter {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus-node-exporter did not answer on %s within 10s: %s", addr, logs.String())
+			t.Fatalf("prometheus-node-exporter did not answer on %s within %s: %s", addr, testenv.HangGuard, logs.String())
 		}
 	}
 }

@@ -482,9 +482,9 @@ func children(pid int, match func(cmdline string) bool) []int {
 }
 
 // WaitChildren is Children once pid has n of them (a worker shows its title only once it has
-// set it), or what it has after five seconds.
+// set it), or what it has after readyGuard.
 func WaitChildren(pid, n int, prefix string) []int {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(readyGuard)
 	for {
 		cs := Children(pid, prefix)
 		if len(cs) >= n || time.Now().After(deadline) {
@@ -495,9 +495,9 @@ func WaitChildren(pid, n int, prefix string) []int {
 }
 
 // WaitWorkers is WorkerPIDs once pid has n workers (a spawned worker shows its spawn_main
-// command line only once it has exec'd), or what it has after five seconds.
+// command line only once it has exec'd), or what it has after readyGuard.
 func WaitWorkers(pid, n int) []int {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(readyGuard)
 	for {
 		ws := WorkerPIDs(pid)
 		if len(ws) >= n || time.Now().After(deadline) {

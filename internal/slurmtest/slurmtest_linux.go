@@ -149,7 +149,7 @@ func (c *Cluster) start(t testing.TB, env []string, name, bin string, args ...st
 // waitFor polls cond until it holds, or fails the test with the daemons' logs.
 func (c *Cluster) waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for !cond() {
 		for _, d := range c.daemons {
 			select {

@@ -224,7 +224,7 @@ func (s *Systemd) MainPID(t testing.TB, unit string) int {
 // after within, or at once if systemd exits.
 func (s *Systemd) WaitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for !cond() {
 		select {
 		case <-s.done:
@@ -255,10 +255,11 @@ func (s *Systemd) Stop() {
 		}
 		// The namespace's processes are gone once its init is reaped (the kernel kills and
 		// waits for them first); the machine's init reaps it after unshare is gone.
-		deadline := time.Now().Add(10 * time.Second)
+		within := testenv.Scale(10 * time.Second)
+		deadline := time.Now().Add(within)
 		for s.inNamespace() || populated(s.cgroup) {
 			if time.Now().After(deadline) {
-				s.t.Errorf("systemdtest: systemd %d or its cgroup's processes outlived SIGKILL by 10s", s.PID)
+				s.t.Errorf("systemdtest: systemd %d or its cgroup's processes outlived SIGKILL by %s", s.PID, within)
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
