@@ -37,6 +37,7 @@ func newNodeBox(t *testing.T) *nodeBox {
 // says so on its stdout, unshare's one child, and then becomes the sleep.
 func startBox(t *testing.T, setup string) *nodeBox {
 	t.Helper()
+	testenv.SkipShort(t, "node box")
 	cmd := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
 		setup+" && echo ready && exec sleep 100000")
 	out, err := cmd.StdoutPipe()
