@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -70,7 +71,7 @@ func checkScales(t *testing.T, s *parse.Snapshot) {
 	runtime.ReadMemStats(&after)
 	alloc := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d processes: %d findings in %s, %.0f MiB allocated", n, len(res.Findings), took, float64(alloc)/float64(mib))
-	if took > 15*time.Second {
+	if took > testenv.Scale(15*time.Second) {
 		t.Errorf("diagnosing %d processes took %s", n, took)
 	}
 	if alloc > uint64(gib) {

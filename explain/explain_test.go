@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // want is what one explanation must say. Numbers are keyed by name, or name@rank for a
@@ -33,7 +36,7 @@ const incident = "RuntimeError: The memory capacity is unbalanced. Some GPUs may
 func TestExplainCorpus(t *testing.T) {
 	dir := filepath.Join("..", "..", "shared", "corpus")
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("corpus not present: %v", err)
+		testenv.SkipSuite(t, "corpus", "../shared/corpus beside this checkout", fmt.Sprintf("corpus not present: %v", err))
 	}
 	zero, three := 0, 3
 	cases := map[string]want{
@@ -418,7 +421,7 @@ func TestExplainLargeInput(t *testing.T) {
 	}
 	start := time.Now()
 	got := Explain(in)
-	if d := time.Since(start); d > 20*time.Second {
+	if d := time.Since(start); d > testenv.Scale(20*time.Second) {
 		t.Errorf("Explain took %v on %d bytes", d, len(in))
 	}
 	perFamily := map[string]int{}

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // identity is pid's identity as the probe would capture it, read from /proc here.
@@ -177,7 +179,7 @@ func TestApplyBoundsArgvRead(t *testing.T) {
 	if res[1].Outcome != Stopped || alive(p.Process.Pid) {
 		t.Errorf("the next target: %+v, want stopped", res[1])
 	}
-	if took > 10*time.Second {
+	if took > testenv.Scale(10*time.Second) {
 		t.Errorf("apply took %s", took)
 	}
 	t.Logf("apply took %s", took.Round(time.Millisecond))

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // measure runs f once and returns how long it took and how many bytes it allocated.
@@ -70,7 +72,7 @@ func TestParseLinear(t *testing.T) {
 	elapsed, alloc := measure(func() { s, _ = Parse(raw) })
 	t.Logf("Parse of a %d MiB capture (%d rows per section): %s, %d MiB allocated; %d apps, %d processes, %d shm entries",
 		len(raw)>>20, n, elapsed, alloc>>20, len(s.Apps), len(s.Processes), len(s.Shm.Entries))
-	if elapsed > 10*time.Second || alloc > 1<<30 {
+	if elapsed > testenv.Scale(10*time.Second) || alloc > 1<<30 {
 		t.Errorf("Parse took %s and %d MiB", elapsed, alloc>>20)
 	}
 	if len(s.Apps) == 0 || len(s.Processes) == 0 || !hasNote(s, NoteSectionTruncated, "smi-apps") {
@@ -96,7 +98,7 @@ func TestParseLinear(t *testing.T) {
 		var got int
 		elapsed, alloc := measure(func() { got = f() })
 		t.Logf("%s of %d records: %s, %d MiB allocated", name, n, elapsed, alloc>>20)
-		if got != n || elapsed > 10*time.Second || alloc > 1<<30 {
+		if got != n || elapsed > testenv.Scale(10*time.Second) || alloc > 1<<30 {
 			t.Errorf("%s: %d records in %s and %d MiB", name, got, elapsed, alloc>>20)
 		}
 	}

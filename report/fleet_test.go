@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -332,13 +333,7 @@ func TestFleetMarkdownRendersWithCmarkGFM(t *testing.T) {
 
 func cmarkGFM(t *testing.T, md string) string {
 	t.Helper()
-	bin, err := exec.LookPath("cmark-gfm")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("cmark-gfm not installed: .ci/run must install it")
-		}
-		t.Skip("cmark-gfm not installed; skipping the real-renderer check (apt-get install cmark-gfm)")
-	}
+	bin := testenv.Need(t, "GFM renderer", "apt-get install cmark-gfm", "cmark-gfm")
 	cmd := exec.Command(bin, "--unsafe", "-e", "table", "-e", "strikethrough", "-e", "autolink")
 	cmd.Stdin = strings.NewReader(md)
 	out, err := cmd.Output()

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -570,13 +570,7 @@ func TestAge(t *testing.T) {
 // TestMarkdownRendersWithCmarkGFM renders the hostile report with GitHub's own CommonMark
 // implementation when it is installed (Debian: apt-get install cmark-gfm).
 func TestMarkdownRendersWithCmarkGFM(t *testing.T) {
-	bin, err := exec.LookPath("cmark-gfm")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("cmark-gfm not installed: .ci/run must install it")
-		}
-		t.Skip("cmark-gfm not installed; skipping the real-renderer check (apt-get install cmark-gfm)")
-	}
+	bin := testenv.Need(t, "GFM renderer", "apt-get install cmark-gfm", "cmark-gfm")
 	md := render(t, Markdown, append(standardHosts(), hostileHost()), Options{})
 	cmd := exec.Command(bin, "--unsafe", "-e", "table", "-e", "strikethrough", "-e", "autolink")
 	cmd.Stdin = strings.NewReader(md)

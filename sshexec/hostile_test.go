@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
@@ -35,7 +36,7 @@ func TestHangUpInHandshake(t *testing.T) {
 			if strings.Contains(r.Err.Message, "use of closed network connection") {
 				t.Errorf("rst %v: message blames a local close: %s", tc.rst, r.Err.Message)
 			}
-			if d := time.Since(start); d > 2*time.Second {
+			if d := time.Since(start); d > testenv.Scale(2*time.Second) {
 				t.Errorf("rst %v: took %s", tc.rst, d)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
@@ -96,7 +97,7 @@ func TestPoolRoundDeadline(t *testing.T) {
 	begin := time.Now()
 	r, _ := p.Probe(context.Background(), 0)
 	wantErr(t, r, sshexec.PhaseProbe, sshexec.KindTimeout)
-	if d := time.Since(begin); d > 3*time.Second {
+	if d := time.Since(begin); d > testenv.Scale(3*time.Second) {
 		t.Errorf("round took %s with a 500ms deadline", d)
 	}
 	r, dialed := p.Probe(context.Background(), 0)

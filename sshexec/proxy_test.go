@@ -2,7 +2,6 @@ package sshexec_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -12,21 +11,14 @@ import (
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
 // needNC finds OpenBSD netcat, the `nc %h %p` of many ProxyCommands. CI must have it.
 func needNC(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("nc")
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("nc not found: .ci/run must install netcat-openbsd")
-	}
-	t.Skip("!!! SKIPPING: no nc on PATH (apt-get install netcat-openbsd) !!!")
-	return ""
+	return testenv.Need(t, "ProxyCommand", "apt-get install netcat-openbsd", "nc")
 }
 
 // pids reads the PIDs a ProxyCommand wrote to file, one a line.
@@ -185,11 +177,5 @@ socket.send_fds(socket.socket(fileno=1), [b"\0"], [s.fileno()])
 
 func needTool(t *testing.T, name string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found: .ci/run must install it", name)
-	}
-	t.Skipf("!!! SKIPPING: %s not found !!!", name)
+	testenv.Need(t, "ProxyCommand", "apt-get install "+name, name)
 }

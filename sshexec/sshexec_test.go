@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/sshexec"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -541,7 +542,7 @@ func TestDeadlines(t *testing.T) {
 			r := run1(t, e.target(s), o)
 			elapsed := time.Since(start)
 			wantErr(t, r, tc.phase, sshexec.KindTimeout, "500ms")
-			if elapsed > timeout+time.Second {
+			if elapsed > timeout+testenv.Scale(time.Second) {
 				t.Errorf("took %v with a %v timeout", elapsed, timeout)
 			}
 			if string(r.Stdout) != tc.wantBytes {
@@ -667,7 +668,7 @@ func TestOutput(t *testing.T) {
 			}
 			start := time.Now()
 			r := run1(t, e.target(s), o)
-			if time.Since(start) > 3*time.Second {
+			if time.Since(start) > testenv.Scale(3*time.Second) {
 				t.Errorf("took %v", time.Since(start))
 			}
 			if tc.phase == "" {

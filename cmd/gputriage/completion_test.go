@@ -6,20 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // shellOrSkip finds a shell the completion scripts are checked with; CI installs them all.
 func shellOrSkip(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found but CI=true: .ci/run must install it", name)
-	}
-	t.Skipf("!!! SKIPPING the %s completion check: no %s on PATH (apt-get install %s) !!!", name, name, name)
-	return ""
+	return testenv.Need(t, name+" completion", "apt-get install "+name, name)
 }
 
 // completionHome is a HOME whose ssh config (with an Include) and known_hosts name hosts,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -21,7 +22,7 @@ func TestExplainCorpus(t *testing.T) {
 	corpus := filepath.Join(repoRoot(t), "..", "shared", "corpus")
 	entries, err := os.ReadDir(corpus)
 	if err != nil {
-		t.Skipf("corpus not present: %v", err)
+		testenv.SkipSuite(t, "corpus", "../shared/corpus beside this checkout", fmt.Sprintf("corpus not present: %v", err))
 	}
 	prefixes := []string{"sglang_", "vllm_", "pytorch_oom_", "nccl_", "dataloader_", "smi-error_", "dmesg_"}
 	n := 0

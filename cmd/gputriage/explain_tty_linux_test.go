@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // openPTY opens a real pseudo-terminal: the controlling side and the terminal a program reads.
@@ -64,7 +66,7 @@ func TestExplainAtTerminalSaysItWaits(t *testing.T) {
 		if !strings.Contains(l, "paste the error text") || !strings.Contains(l, "Ctrl-D") || !strings.Contains(l, "--file") {
 			t.Errorf("stderr says %q", l)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.HangGuard):
 		t.Fatal("explain waits at a terminal without saying so")
 	}
 	if _, err := ptm.WriteString("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n\x04"); err != nil {
@@ -75,7 +77,7 @@ func TestExplainAtTerminalSaysItWaits(t *testing.T) {
 		if code != exitOK || !strings.Contains(out.String(), "torch-oom") {
 			t.Errorf("exit %d:\n%s", code, out.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(testenv.HangGuard):
 		t.Fatal("explain did not finish after Ctrl-D")
 	}
 }

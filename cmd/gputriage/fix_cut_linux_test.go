@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/fix"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // A session cut while the host watches its targets: the host had already said it signalled
@@ -82,7 +83,7 @@ func TestFixSessionCutBeforeAnswerIsUnknown(t *testing.T) {
 	}
 	// The script ran on without its session, all of it already in its input pipe: it did
 	// signal the leftover, which "not applied" would have denied.
-	for i := 0; i < 50 && l.alive(t, l.leftover.PID); i++ {
+	for deadline := time.Now().Add(testenv.HangGuard); l.alive(t, l.leftover.PID) && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if l.alive(t, l.leftover.PID) || !l.alive(t, l.healthy.PID) {

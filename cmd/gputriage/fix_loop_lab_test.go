@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/fix"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // The README's loop for the seed incident, its three commands exactly as the README shows
@@ -125,12 +126,7 @@ func TestFixWatchesAfterLateSIGKILL(t *testing.T) {
 // --sudo: a login that is not root but may sudo (a sudoers of the lab host's own, bind-mounted
 // in its mount namespace) stops root's leftover with --sudo, and only it.
 func TestFixSudoNonRoot(t *testing.T) {
-	if _, err := exec.LookPath("sudo"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sudo is not installed: .ci/run must install it")
-		}
-		t.Skip("sudo not installed")
-	}
+	testenv.Need(t, "sudo", "apt-get install sudo", "sudo")
 	l := newFixLab(t)
 	l.nobodyLogin(t)
 	sudoers := filepath.Join(l.dir, "sudoers")

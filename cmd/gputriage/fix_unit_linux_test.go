@@ -18,6 +18,7 @@ import (
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/sshdtest"
 	"github.com/gputriage/gputriage/internal/systemdtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // unitLab is the seed incident under a real systemd: host "gpu-unit", whose sshd runs in the
@@ -138,7 +139,7 @@ func (l *unitLab) journal(t *testing.T) string {
 // waitJournal waits until the journal holds line (journald may take a moment to write it).
 func (l *unitLab) waitJournal(t *testing.T, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testenv.HangGuard)
 	for !slices.Contains(strings.Split(l.journal(t), "\n"), line) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the journal lacks %q:\n%s", line, l.journal(t))

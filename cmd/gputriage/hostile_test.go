@@ -25,15 +25,15 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/internal/sshdtest"
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/triage"
+	"golang.org/x/crypto/ssh"
 )
 
 // hNonce is the nonce of the captures built here.
@@ -459,7 +459,7 @@ func TestHostileHugeHost(t *testing.T) {
 	if code != exitOK && code != exitFindings {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
-	if elapsed > 10*time.Second {
+	if elapsed > testenv.Scale(10*time.Second) {
 		t.Errorf("took %s", elapsed)
 	}
 	doc := decodeDoc(t, out)
@@ -644,7 +644,7 @@ func TestHostileHugeOutput(t *testing.T) {
 	if alloc > 1<<30 || peak.Load() > 512<<20 {
 		t.Errorf("memory not bounded: %d MiB allocated, %d MiB peak heap for a %d MiB bound", alloc>>20, peak.Load()>>20, triage.MaxCaptureBytes>>20)
 	}
-	if elapsed > 20*time.Second {
+	if elapsed > testenv.Scale(20*time.Second) {
 		t.Errorf("took %s", elapsed)
 	}
 }
@@ -712,7 +712,7 @@ func TestHostileWire(t *testing.T) {
 	if code != exitHostsFailed {
 		t.Errorf("exit %d, want %d", code, exitHostsFailed)
 	}
-	if elapsed > timeout+3*time.Second {
+	if elapsed > timeout+testenv.Scale(3*time.Second) {
 		t.Errorf("the sweep took %s; the deadline is %s per host", elapsed, timeout)
 	}
 	doc := decodeDoc(t, out)
@@ -806,7 +806,7 @@ func TestHostileSSHDKilled(t *testing.T) {
 	}
 	// Killing sshd ends its sessions: the host is reported when its connection drops, long
 	// before nvidia-smi's 8 s bound or the 20 s deadline.
-	if elapsed > 6*time.Second {
+	if elapsed > min(testenv.Scale(6*time.Second), 8*time.Second) {
 		t.Errorf("the sweep took %s; the host's connection dropped %s in", elapsed, at.Sub(start))
 	}
 }
@@ -883,7 +883,7 @@ func TestHostileHostLists(t *testing.T) {
 			doc.Hosts[9999].HostName != doc.Hosts[9999].Host || doc.Hosts[9999].Port != 22 {
 			t.Errorf("%d hosts, last %+v", len(doc.Hosts), doc.Hosts[len(doc.Hosts)-1])
 		}
-		if elapsed > 10*time.Second {
+		if elapsed > testenv.Scale(10*time.Second) {
 			t.Errorf("resolving 10,000 hosts took %s", elapsed)
 		}
 	})
@@ -915,7 +915,7 @@ func TestHostileHostLists(t *testing.T) {
 				strings.Contains(errOut, "goroutine ") || strings.Contains(errOut, "panic") {
 				t.Errorf("%v: stderr %q, want one line naming the limit of 20000 hosts", args, errOut)
 			}
-			if d := time.Since(start); d > 2*time.Second {
+			if d := time.Since(start); d > testenv.Scale(2*time.Second) {
 				t.Errorf("%v: took %s to refuse", args, d)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gputriage/gputriage/internal/sshdtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // Host key verdicts, as both OpenSSH's ssh and gputriage reach them.
@@ -49,13 +50,7 @@ type hostKeyCase struct {
 // changed or unknown, and recording exactly what ssh records, where ssh records it.
 func TestHostKeysAsStrictAsOpenSSH(t *testing.T) {
 	sshdtest.SSHDPath(t)
-	sshBin, err := exec.LookPath("ssh")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("ssh not found but CI=true: install openssh-client")
-		}
-		t.Skip("SKIPPING the host key comparison with OpenSSH: no ssh on PATH")
-	}
+	sshBin := testenv.Need(t, "OpenSSH client", "apt-get install openssh-client", "ssh")
 	dir := t.TempDir()
 	key, pub := sshdtest.UserKey(t, dir, "ed25519")
 	srv := sshdtest.Start(t, sshdtest.Config{Name: "keyhost", Addr: "127.0.0.1", Port: 2283, AuthorizedKeys: []string{pub}, SMI: cleanSMI(1)})

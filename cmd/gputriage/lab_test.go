@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -182,7 +181,7 @@ func TestLab(t *testing.T) {
 	if code != exitHostsFailed {
 		t.Errorf("exit status %d, want %d", code, exitHostsFailed)
 	}
-	if elapsed > timeout+5*time.Second {
+	if elapsed > timeout+testenv.Scale(5*time.Second) {
 		t.Errorf("sweep took %s; its deadline is %s per host", elapsed, timeout)
 	}
 	var doc jsonDoc
@@ -346,12 +345,7 @@ func TestLabOptions(t *testing.T) {
 	base := []string{"-F", l.config, "--timeout", "30s", "--format", "json"}
 
 	t.Run("sudo", func(t *testing.T) {
-		if _, err := exec.LookPath("sudo"); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("sudo is not installed: .ci/run must install it")
-			}
-			t.Skip("sudo not installed")
-		}
+		testenv.Need(t, "sudo", "apt-get install sudo", "sudo")
 		// gpu02's sudo wants a password: the probe must fall back, and say so.
 		fake := "#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n"
 		if err := os.WriteFile(filepath.Join(l.hosts["gpu02"].SMIDir(), "sudo"), []byte(fake), 0o755); err != nil {
@@ -446,7 +440,7 @@ func TestLabOptions(t *testing.T) {
 		if code != exitInterrupted {
 			t.Fatalf("exit %d, want %d (stderr %q)", code, exitInterrupted, errOut)
 		}
-		if d := time.Since(cancelled); d > 5*time.Second {
+		if d := time.Since(cancelled); d > testenv.Scale(5*time.Second) {
 			t.Errorf("took %s after Ctrl-C", d)
 		}
 		var doc jsonDoc

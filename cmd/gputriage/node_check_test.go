@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 func TestNodeCheckUsage(t *testing.T) {
@@ -36,6 +37,7 @@ func TestNodeCheckUsage(t *testing.T) {
 // nvidia-smi's directory.
 func nodeLeftover(t *testing.T, model string) (*scenario.Proc, string) {
 	t.Helper()
+	testenv.SkipShort(t, "node-check leftover")
 	p, err := scenario.Start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", model, "--tp", "1"},
 		ShmDir: model, ShmFiles: 1, ShmBytes: 1 << 20, Delete: true, Orphan: true})
 	if err != nil {

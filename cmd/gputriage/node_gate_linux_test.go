@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
@@ -28,24 +27,8 @@ func newGateBox(t *testing.T, shmSize string) *nodeBox {
 	t.Helper()
 	setup := "mount -t tmpfs -o size=4m,mode=755 tmpfs /dev && mknod -m 666 /dev/null c 1 3 && " +
 		"touch /dev/nvidia0 && chmod 666 /dev/nvidia0 && mkdir /dev/shm && " +
-		"mount -t tmpfs -o size=" + shmSize + ",mode=1777 tmpfs /dev/shm && exec sleep 100000"
-	cmd := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c", setup)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	b := &nodeBox{cmd: cmd}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; i < 250; i++ {
-		out, _ := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-		b.init, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", b.init))
-		if b.init > 0 && strings.TrimSpace(string(comm)) == "sleep" {
-			return b
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("the gate's node box did not start")
-	return nil
+		"mount -t tmpfs -o size=" + shmSize + ",mode=1777 tmpfs /dev/shm"
+	return startBox(t, setup)
 }
 
 // gateRun runs `gputriage node-check -v ARGS` in box as Slurm would (no environment but a PATH

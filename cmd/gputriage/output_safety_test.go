@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // startHeld starts a real leftover server (orphaned, its /dev/shm files deleted but mapped)
@@ -130,13 +131,7 @@ func TestLocalHostileOutput(t *testing.T) {
 // cmarkGFM renders md with GitHub's CommonMark implementation and its extensions.
 func cmarkGFM(t *testing.T, md string) string {
 	t.Helper()
-	bin, err := exec.LookPath("cmark-gfm")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("cmark-gfm not installed: .ci/run must install it")
-		}
-		t.Skip("cmark-gfm not installed (apt-get install cmark-gfm)")
-	}
+	bin := testenv.Need(t, "GFM renderer", "apt-get install cmark-gfm", "cmark-gfm")
 	cmd := exec.Command(bin, "--unsafe", "-e", "table", "-e", "strikethrough", "-e", "autolink")
 	cmd.Stdin = strings.NewReader(md)
 	html, err := cmd.Output()

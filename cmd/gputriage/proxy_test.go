@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/sshconf"
 	"github.com/gputriage/gputriage/triage"
 )
@@ -195,7 +196,7 @@ func testLabProxyCommand(t *testing.T, l *lab) {
 	// A ProxyCommand that never connects is ended, with what it started, at the deadline.
 	begin = time.Now()
 	out, _, _ = cli(t, nil, "-F", cfg, "--timeout", "2s", "--format", "json", "pc-hang")
-	if d := time.Since(begin); d > 6*time.Second {
+	if d := time.Since(begin); d > testenv.Scale(6*time.Second) {
 		t.Errorf("a hanging ProxyCommand held a 2s host for %s", d)
 	}
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Hosts[0].Error == nil || doc.Hosts[0].Error.Kind != "timeout" {
@@ -215,13 +216,7 @@ func testLabProxyCommand(t *testing.T, l *lab) {
 
 func needTool(t *testing.T, name, pkg string) {
 	t.Helper()
-	if _, err := exec.LookPath(name); err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found: .ci/run must install %s", name, pkg)
-	}
-	t.Skipf("!!! SKIPPING: %s not found (apt-get install %s) !!!", name, pkg)
+	testenv.Need(t, "ProxyCommand", "apt-get install "+pkg, name)
 }
 
 // testLabConfigNotes: a sweep over hosts whose config includes the stock Debian ssh_config

@@ -3,17 +3,20 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/slurmtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // nodeBox is "the node" a node check judges: a PID and mount namespace of its own, with its
@@ -26,33 +29,41 @@ type nodeBox struct {
 
 func newNodeBox(t *testing.T) *nodeBox {
 	t.Helper()
+	return startBox(t, "mount -t tmpfs -o size=8g,mode=1777 tmpfs /dev/shm")
+}
+
+// startBox runs setup, a shell command that mounts what the box needs, as PID 1 of a PID and
+// mount namespace of its own, and returns once it is done and PID 1 is a sleep: setup's shell
+// says so on its stdout, unshare's one child, and then becomes the sleep.
+func startBox(t *testing.T, setup string) *nodeBox {
+	t.Helper()
+	testenv.SkipShort(t, "node box")
 	cmd := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c",
-		"mount -t tmpfs -o size=8g,mode=1777 tmpfs /dev/shm && exec sleep 100000")
+		setup+" && echo ready && exec sleep 100000")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	// A test binary killed (go test's -timeout) takes the box with it: unshare --kill-child
+	// then ends the namespace.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	b := &nodeBox{cmd: cmd}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	for i := 0; i < 200 && b.init == 0; i++ {
-		out, _ := exec.Command("pgrep", "-P", strconv.Itoa(cmd.Process.Pid)).Output()
-		b.init, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-		if b.init == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the node box did not start: %q", line)
 	}
-	if b.init == 0 {
+	if b.init = testenv.ChildOf(cmd.Process.Pid); b.init == 0 {
 		t.Fatal("no namespace init under unshare")
 	}
-	// Wait until the box has its own /dev/shm: the mount precedes the exec of sleep.
-	for i := 0; i < 200; i++ {
+	testenv.WaitFor(t, "the node box's sleep", func() bool {
 		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", b.init))
-		if strings.TrimSpace(string(comm)) == "sleep" {
-			return b
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("the node box did not start")
-	return nil
+		return strings.TrimSpace(string(comm)) == "sleep"
+	})
+	return b
 }
 
 // enter is the command prefix that runs a command in the box.
@@ -155,7 +166,7 @@ func TestNodeCheckInSlurm(t *testing.T) {
 	}
 	waitState := func(node, what string, within time.Duration, ok func(st, reason string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(within)
+		deadline := time.Now().Add(testenv.Scale(within))
 		for {
 			st, reason := state(node)
 			if ok(st, reason) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gputriage/gputriage/internal/simfleet"
 	"github.com/gputriage/gputriage/internal/sshtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 )
 
@@ -103,7 +104,7 @@ func TestSaveWritesEachHostAtOnce(t *testing.T) {
 	}})
 	l.server(t, "slow", sshtest.Config{Exec: func(e *sshtest.Exec) int {
 		raw := fixtureFor(t, e.Stdin, "busy")
-		for deadline := time.Now().Add(8 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(testenv.HangGuard); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			if _, err := os.Stat(filepath.Join(save, "fast.capture")); err == nil {
 				_, _ = e.Stdout.Write(raw)
 				return 0

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gputriage/gputriage/internal/sshdtest"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/triage"
 )
 
@@ -19,12 +20,7 @@ import (
 // under sudo): root runs that nvidia-smi, and none of the others.
 func TestSudoProbePath(t *testing.T) {
 	sshdtest.SSHDPath(t)
-	if _, err := exec.LookPath("sudo"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("sudo is not installed: .ci/run must install it")
-		}
-		t.Skip("sudo not installed")
-	}
+	testenv.Need(t, "sudo", "apt-get install sudo", "sudo")
 	dir := t.TempDir()
 	key, pub := sshdtest.UserKey(t, dir, "ed25519")
 	s := sshdtest.Start(t, sshdtest.Config{Name: "gpu-sudo", Addr: "127.0.0.163", Port: 2363,

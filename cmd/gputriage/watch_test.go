@@ -120,7 +120,7 @@ func startWatch(t *testing.T, args ...string) *watchRun {
 // waitFor waits until stdout holds want.
 func (w *watchRun) waitFor(t *testing.T, want string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for !strings.Contains(w.stdout.String(), want) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %q in %s; stdout:\n%s\nstderr:\n%s", want, within, w.stdout, w.stderr)
@@ -134,7 +134,7 @@ func (w *watchRun) exit(t *testing.T, within time.Duration) int {
 	select {
 	case c := <-w.code:
 		return c
-	case <-time.After(within):
+	case <-time.After(testenv.Scale(within)):
 		t.Fatalf("watch still running after %s; stdout:\n%s\nstderr:\n%s", within, w.stdout, w.stderr)
 		return -1
 	}
@@ -268,7 +268,7 @@ func TestWatchEnds(t *testing.T) {
 	if code != exitHoldsNot || !strings.Contains(out, "watch ended: --timeout 3s passed before --until free held (exit 1)") {
 		t.Errorf("timeout: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if d := time.Since(begin); d > 8*time.Second {
+	if d := time.Since(begin); d > testenv.Scale(8*time.Second) {
 		t.Errorf("a 3s --timeout took %s", d)
 	}
 	out, errOut, code = cli(t, nil, "watch", "-F", l.config, "--until", "free", "--timeout", "30s", "w2", "w3")

@@ -35,8 +35,9 @@ type Daemon struct {
 // missing; under CI (CI=true) a missing one fails instead.
 func binaries(t testing.TB) map[string]string {
 	t.Helper()
+	testenv.SkipShort(t, "Docker")
 	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING the Docker suite: dockerd must run as root (CI runs as root)")
+		testenv.SkipSuite(t, "Docker", "run as root", "dockerd must run as root (CI runs as root)")
 	}
 	return testenv.Programs(t, "Docker", "apt-get install docker.io",
 		[]string{"dockerd", "docker", "containerd", "containerd-shim-runc-v2", "runc"}, filepath.SplitList(daemonPATH))
@@ -87,7 +88,9 @@ func (d *Daemon) launch(dockerd, driver string) error {
 		"--storage-driver", driver, "--exec-opt", "native.cgroupdriver=cgroupfs")
 	d.cmd.Env = []string{"PATH=" + daemonPATH, "HOME=" + d.Dir}
 	d.cmd.Stdout, d.cmd.Stderr = log, log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test binary killed (go test's -timeout) takes its daemons with it, rather than
+	// leave them holding the ports and state the next run needs.
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.cmd.Start(); err != nil {
 		return err
 	}
@@ -178,7 +181,7 @@ func (d *Daemon) Run(t testing.TB, name, image string, argv ...string) string {
 func (d *Daemon) WaitHolder(t testing.TB, name, dir string, files int, within time.Duration) int {
 	t.Helper()
 	last := HolderFile(dir, files, files)
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for {
 		id, st := d.Inspect(t, name)
 		if st.Running {

@@ -8,5 +8,6 @@ import (
 )
 
 // TestMain runs this package's tests holding the lock of the packages whose tests see the
-// whole machine (testenv.RunHostExclusive): its containers hold GPU devices.
-func TestMain(m *testing.M) { os.Exit(testenv.RunHostExclusive(m)) }
+// whole machine (testenv.RunHostExclusiveLive): its containers hold GPU devices. Under -short
+// it has no test that starts one, and takes no lock.
+func TestMain(m *testing.M) { os.Exit(testenv.RunHostExclusiveLive(m)) }

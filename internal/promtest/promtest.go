@@ -10,28 +10,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // need finds a tool of Debian's prometheus packages. Without it the test skips, saying so,
 // except under CI (CI=true), where a missing tool is a broken .ci/run and fails.
 func need(t testing.TB, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
-		return p
-	}
-	msg := fmt.Sprintf("%s not installed: apt-get install %s (.ci/run installs it)", name, pkg)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip("SKIPPING: " + msg)
-	return ""
+	return testenv.Need(t, "Prometheus", "apt-get install "+pkg, name)
 }
 
 // CheckMetrics runs `promtool check metrics` on an exposition and fails the test on any
@@ -81,7 +73,7 @@ func StartNodeExporter(t testing.TB, dir string) *NodeExporter {
 		}
 	})
 	ne := &NodeExporter{URL: "http://" + addr + "/metrics"}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(testenv.HangGuard); ; {
 		if _, err := ne.scrape(); err == nil {
 			return ne
 		}
@@ -91,7 +83,7 @@ func StartNodeExporter(t testing.TB, dir string) *NodeExporter {
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prometheus-node-exporter did not answer on %s within 10s: %s", addr, logs.String())
+			t.Fatalf("prometheus-node-exporter did not answer on %s within %s: %s", addr, testenv.HangGuard, logs.String())
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 // TestFakeSMIDynamic: with Dynamic, a holder that exits leaves the compute-apps list at once
@@ -47,7 +49,7 @@ func TestFakeSMIDynamic(t *testing.T) {
 		t.Fatalf("at exit: apps %q gpus %q (the row goes at once, the memory later)", a, g)
 	}
 	for query(gpus) != "0, 9, 81550\n1, 30009, 51550\n" {
-		if time.Since(noticed) > 5*time.Second {
+		if time.Since(noticed) > testenv.Scale(5*time.Second) {
 			t.Fatalf("memory not released 5 s after exit: %q", query(gpus))
 		}
 		time.Sleep(100 * time.Millisecond)

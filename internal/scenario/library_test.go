@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 )
@@ -80,14 +81,11 @@ var (
 
 // TestLibrary stages every situation of the library in a box of its own and judges it.
 func TestLibrary(t *testing.T) {
+	testenv.SkipShort(t, "scenario library")
 	if os.Geteuid() != 0 {
-		t.Skip("boxes need root: namespaces, mounts and cgroups")
+		testenv.SkipSuite(t, "scenario library", "run as root", "boxes need root: namespaces, mounts and cgroups")
 	}
-	for _, prog := range []string{"unshare", "nsenter", "go"} {
-		if _, err := exec.LookPath(prog); err != nil {
-			t.Skipf("%s not installed", prog)
-		}
-	}
+	testenv.Programs(t, "scenario library", "apt-get install util-linux", []string{"unshare", "nsenter"}, nil)
 	actor := buildActor(t)
 	names := map[string]bool{}
 	for _, sit := range library() {

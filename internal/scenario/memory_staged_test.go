@@ -19,6 +19,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/nodecheck"
 	"github.com/gputriage/gputriage/report"
 )
@@ -36,6 +37,7 @@ type gpuBox struct {
 
 func newGPUBox(t *testing.T, gpus int) gpuBox {
 	t.Helper()
+	testenv.SkipShort(t, "staged GPU boxes")
 	for _, prog := range []string{"unshare", "nsenter", "setpriv", "setsid"} {
 		if _, err := exec.LookPath(prog); err != nil {
 			t.Skipf("%s not installed", prog)

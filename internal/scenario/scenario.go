@@ -285,6 +285,7 @@ type Proc struct {
 	PID     int
 	Zombie  int // the unreaped child's PID, with Server.Zombie
 	cmd     *exec.Cmd
+	exited  chan error // cmd's Wait
 	tmp     string
 	shmDir  string
 	foreign bool // PID is in another PID namespace
@@ -349,13 +350,27 @@ func start(s Server) (*Proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, p.cleanup(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	if !s.Orphan && !p.foreign {
-		p.cmd = cmd
-	} else {
-		go cmd.Wait() //nolint:errcheck // setsid -f exits at once
+		p.cmd, p.exited = cmd, exited
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if err := p.waitReady(s, ready, exited); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// readyGuard bounds the wait for a server's ready file. It asserts nothing of speed: it only
+// keeps a broken start from hanging. A loaded machine takes seconds to start a Python that a
+// quiet one starts at once.
+const readyGuard = 2 * time.Minute
+
+// waitReady waits until the server has written its ready file, or until what was started
+// has failed: the server exited (or, with Orphan, setsid or Enter's command failed).
+func (p *Proc) waitReady(s Server, ready string, exited chan error) error {
+	var failed error // what was started has exited: one more look at the file, then this
+	for deadline := time.Now().Add(readyGuard); ; {
 		b, err := os.ReadFile(ready)
 		if err == nil {
 			pids := append(strings.Fields(string(b)), "")
@@ -364,17 +379,24 @@ func start(s Server) (*Proc, error) {
 				p.Zombie, err = strconv.Atoi(pids[1])
 			}
 			if err != nil {
-				return nil, p.cleanup(err)
+				return p.cleanup(err)
 			}
-			return p, nil
+			return nil
+		}
+		if failed != nil {
+			return p.cleanup(failed)
 		}
 		if time.Now().After(deadline) {
-			return nil, p.cleanup(fmt.Errorf("scenario: %s did not become ready in 20s", s.Module))
+			return p.cleanup(fmt.Errorf("scenario: %s did not become ready in %s", s.Module, readyGuard))
 		}
-		if p.cmd != nil && p.cmd.ProcessState != nil {
-			return nil, p.cleanup(fmt.Errorf("scenario: %s exited early", s.Module))
+		select {
+		case err := <-exited:
+			failed = fmt.Errorf("scenario: %s exited early (%v)", s.Module, err)
+			if s.Orphan && err == nil {
+				failed, exited = nil, nil // setsid -f exits once it has forked the server: wait on its file
+			}
+		case <-time.After(20 * time.Millisecond):
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -393,7 +415,8 @@ func (p *Proc) Stop() {
 		_ = syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 	if p.cmd != nil {
-		_ = p.cmd.Wait()
+		<-p.exited
+		p.cmd = nil
 	}
 	_ = p.cleanup(nil)
 }
@@ -459,9 +482,9 @@ func children(pid int, match func(cmdline string) bool) []int {
 }
 
 // WaitChildren is Children once pid has n of them (a worker shows its title only once it has
-// set it), or what it has after five seconds.
+// set it), or what it has after readyGuard.
 func WaitChildren(pid, n int, prefix string) []int {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(readyGuard)
 	for {
 		cs := Children(pid, prefix)
 		if len(cs) >= n || time.Now().After(deadline) {
@@ -472,9 +495,9 @@ func WaitChildren(pid, n int, prefix string) []int {
 }
 
 // WaitWorkers is WorkerPIDs once pid has n workers (a spawned worker shows its spawn_main
-// command line only once it has exec'd), or what it has after five seconds.
+// command line only once it has exec'd), or what it has after readyGuard.
 func WaitWorkers(pid, n int) []int {
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(readyGuard)
 	for {
 		ws := WorkerPIDs(pid)
 		if len(ws) >= n || time.Now().After(deadline) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
@@ -44,6 +45,7 @@ type stage struct {
 
 func newStage(t *testing.T) *stage {
 	t.Helper()
+	testenv.SkipShort(t, "staged hosts")
 	if os.Geteuid() != 0 {
 		t.Skip("staged hosts need root: cgroups and other users' /proc entries")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gputriage/gputriage/diagnose"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/report"
 )
@@ -102,7 +103,7 @@ func TestLimitCost(t *testing.T) {
 			if peak > HostBudget {
 				t.Errorf("held up to %d MiB in flight, want at most %d MiB", peak>>20, HostBudget>>20)
 			}
-			if elapsed > 64*peer+time.Second || elapsed > time.Minute {
+			if elapsed > 64*peer+testenv.Scale(time.Second) || elapsed > testenv.Scale(time.Minute) {
 				t.Errorf("took %s, while 1/16 of it took %s: not linear", elapsed, peer)
 			}
 		})

@@ -66,8 +66,9 @@ const daemonPATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 // under CI (CI=true) a missing one is a broken .ci/run and fails instead.
 func binaries(t testing.TB) map[string]string {
 	t.Helper()
+	testenv.SkipShort(t, "Slurm")
 	if os.Geteuid() != 0 {
-		t.Skip("SKIPPING the Slurm suite: slurmd and munged must run as root (CI runs as root)")
+		testenv.SkipSuite(t, "Slurm", "run as root", "slurmd and munged must run as root (CI runs as root)")
 	}
 	return testenv.Programs(t, "Slurm", "apt-get install slurmctld slurmd slurm-client munge",
 		[]string{"munged", "slurmctld", "slurmd", "sinfo", "scontrol", "squeue", "scancel", "srun", "sbatch"},
@@ -134,7 +135,9 @@ func (c *Cluster) start(t testing.TB, env []string, name, bin string, args ...st
 	defer out.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, c.Dir, out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a test binary killed (go test's -timeout) takes its daemons with it, rather than
+	// leave them holding the ports and state the next run needs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("slurmtest: start %s: %v", name, err)
 	}
@@ -146,7 +149,7 @@ func (c *Cluster) start(t testing.TB, env []string, name, bin string, args ...st
 // waitFor polls cond until it holds, or fails the test with the daemons' logs.
 func (c *Cluster) waitFor(t testing.TB, what string, within time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(testenv.Scale(within)) // a loaded machine takes longer
 	for !cond() {
 		for _, d := range c.daemons {
 			select {

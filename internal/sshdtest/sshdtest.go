@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,23 +21,21 @@ import (
 	"github.com/gputriage/gputriage/internal/testenv"
 )
 
-// SSHDPath finds sshd. Without it the suite skips loudly, except under CI (CI=true), where a
-// missing sshd is a broken .ci/run and fails.
+// SSHDPath finds sshd. Without it the suite skips loudly (testenv.SkipSuite), except under
+// CI (CI=true), where a missing sshd is a broken .ci/run and fails.
 func SSHDPath(t testing.TB) string {
 	t.Helper()
+	testenv.SkipShort(t, "SSH integration")
+	const install = "apt-get install openssh-server"
 	for _, p := range []string{"/usr/sbin/sshd", "/usr/local/sbin/sshd"} {
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Stat(p); err == nil && !testenv.Absent(install) {
 			if os.Geteuid() != 0 {
-				break
+				testenv.SkipSuite(t, "SSH integration", "run as root", "OpenSSH sshd must run as root")
 			}
 			return p
 		}
 	}
-	msg := "OpenSSH sshd (run as root) is needed for the SSH integration suite: apt-get install openssh-server"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip("SKIPPING the SSH integration suite: " + msg)
+	testenv.SkipSuite(t, "SSH integration", install, "no OpenSSH sshd")
 	return ""
 }
 
@@ -68,6 +67,8 @@ type SSHD struct {
 	Dir        string
 	HostKeyPub string // "type base64" of its host key
 	cmd        *exec.Cmd
+	exited     chan struct{} // closed once cmd (unshare, or nsenter) has exited and been reaped
+	init       int           // sshd, cmd's child: the namespace's PID 1 (JoinPID's otherwise)
 	log        *testenv.SyncBuffer
 }
 
@@ -176,32 +177,55 @@ func (s *SSHD) launch(t testing.TB) {
 	s.cmd = exec.Command(argv[0], argv[1:]...)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.WaitDelay = 2 * time.Second
+	// A test binary killed (go test's -timeout) takes its sshd with it (unshare --kill-child,
+	// setpriv --pdeathsig): no sshd is left holding the address the next run needs.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	cmd, exited := s.cmd, make(chan struct{})
+	s.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
 	s.waitListening(t)
+	// Listening, sshd is there: unshare's (or nsenter's) one child. Unless it has exited, as
+	// one that found its address taken does while another still answers there.
+	testenv.WaitFor(t, "sshd "+s.Name+" under "+filepath.Base(argv[0]), func() bool {
+		s.init = testenv.ChildOf(cmd.Process.Pid)
+		return s.init != 0 || s.gone()
+	})
+	if s.init == 0 {
+		t.Fatalf("sshd %s on %s:%d exited: %s", s.Name, s.Addr, s.Port, s.log.String())
+	}
 }
 
+// gone says whether unshare (or nsenter), and so sshd, has exited.
+func (s *SSHD) gone() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitListening waits until the sshd accepts connections, or fails the test once it has
+// exited. The bound is no assertion of speed, only a guard against a hang.
 func (s *SSHD) waitListening(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		var err error
+	for deadline := time.Now().Add(testenv.HangGuard); time.Now().Before(deadline) && !s.gone(); time.Sleep(30 * time.Millisecond) {
 		if s.NetNS == "" {
-			var c net.Conn
-			c, err = net.DialTimeout("tcp", net.JoinHostPort(s.Addr, fmt.Sprint(s.Port)), time.Second)
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(s.Addr, fmt.Sprint(s.Port)), time.Second)
 			if err == nil {
 				c.Close()
 				return
 			}
-		} else {
-			// Inside a namespace: ask ss there whether the port is listening.
-			out, _ := exec.Command("ip", "netns", "exec", s.NetNS, "ss", "-Htln", fmt.Sprintf("sport = :%d", s.Port)).Output()
-			if len(bytes.TrimSpace(out)) > 0 {
-				return
-			}
+			continue
 		}
-		time.Sleep(30 * time.Millisecond)
+		// Inside a namespace: ask ss there whether the port is listening.
+		out, _ := exec.Command("ip", "netns", "exec", s.NetNS, "ss", "-Htln", fmt.Sprintf("sport = :%d", s.Port)).Output()
+		if len(bytes.TrimSpace(out)) > 0 {
+			return
+		}
 	}
 	t.Fatalf("sshd %s on %s:%d did not start: %s", s.Name, s.Addr, s.Port, s.log.String())
 }
@@ -223,32 +247,35 @@ func (s *SSHD) Enter(t testing.TB) []string {
 	if s.JoinPID != 0 {
 		return []string{"nsenter", "-t", strconv.Itoa(s.JoinPID), "-p", "-m", "-C", "--"}
 	}
-	pid := s.cmd.Process.Pid
-	child := 0
-	for i := 0; i < 100 && child == 0; i++ { // a loaded machine may show the child late
-		child = testenv.ChildOf(pid)
-		if child == 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
+	if s.init == 0 {
+		t.Fatalf("sshd %s is not running", s.Name)
 	}
-	if child == 0 {
-		t.Fatalf("sshd %s: no namespace init under unshare %d", s.Name, pid)
-	}
-	f := []string{strconv.Itoa(child)}
-	return []string{"nsenter", "-t", f[0], "-p", "-m", "--"}
+	return []string{"nsenter", "-t", strconv.Itoa(s.init), "-p", "-m", "--"}
 }
 
 // SMIDir is where this host's fake nvidia-smi reads its answers; rewrite them with
 // scenario.WriteFakeSMI to change what it says.
 func (s *SSHD) SMIDir() string { return filepath.Join(s.Dir, "bin") }
 
-// Stop stops the sshd (it also ends its sessions).
+// Stop stops the sshd (it also ends its sessions) and returns once it has exited, its
+// address free again for a Restart or the next test's sshd: sshd is killed first, and
+// unshare (nsenter), which waits for it (for the whole namespace, sshd being its PID 1),
+// exits after it. Killing unshare first would leave sshd to die later, still listening for a
+// while on a loaded machine.
 func (s *SSHD) Stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		_ = s.cmd.Process.Kill()
-		_ = s.cmd.Wait()
-		s.cmd = nil
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
 	}
+	if s.init != 0 {
+		_ = syscall.Kill(s.init, syscall.SIGKILL)
+		select {
+		case <-s.exited:
+		case <-time.After(testenv.HangGuard):
+		}
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	s.cmd, s.init = nil, 0
 }
 
 // Log returns what sshd logged so far.
@@ -296,11 +323,8 @@ func NewNetNS(t testing.TB, n int) *NetNS {
 	})
 	for _, st := range steps {
 		if out, err := exec.Command(st[0], st[1:]...).CombinedOutput(); err != nil {
-			msg := fmt.Sprintf("network namespace setup %v: %v: %s", st, err, out)
-			if os.Getenv("CI") == "true" {
-				t.Fatal(msg)
-			}
-			t.Skip("SKIPPING: " + msg)
+			testenv.SkipSuite(t, "network namespace", "apt-get install iproute2",
+				fmt.Sprintf("network namespace setup %v: %v: %s", st, err, out))
 		}
 	}
 	return ns

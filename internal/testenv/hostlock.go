@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,4 +27,16 @@ func RunHostExclusive(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "testenv: lock %s: %v: running without it\n", path, err)
 	}
 	return m.Run()
+}
+
+// RunHostExclusiveLive is RunHostExclusive for a package whose every test that stages on or
+// judges the whole machine is a live one, skipped under go test -short (SkipShort): then it
+// runs without the lock, so that the inner loop does not wait for another package's live
+// tests only to skip its own.
+func RunHostExclusiveLive(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	return RunHostExclusive(m)
 }
