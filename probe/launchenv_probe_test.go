@@ -23,6 +23,7 @@ import (
 // tries to forge an entry with a newline), nothing of an ancestor's environment or of a process
 // that holds no GPU, and no entry the 256 KiB bound cut short.
 func TestProbeLaunchEnv(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	pad := func(name string, n int) string { return name + "=" + strings.Repeat("a", n) }
 	leafEnv := []string{

@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"bytes"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"os/exec"
 	"regexp"
 	"testing"
@@ -20,6 +21,7 @@ var volatile = regexp.MustCompile(`(?m)^(time|uptime)=.*$`)
 // differ (another process came or went meanwhile) the three runs are made again, up to five
 // times. Run it under the host lock: it starts the probe's processes.
 func TestMinifiedProbeSameCapture(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	if testing.Short() {
 		t.Skip("runs the probe")
 	}

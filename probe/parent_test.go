@@ -239,6 +239,7 @@ func checkWorker(t *testing.T, s *parse.Snapshot, r diagnose.Result, pid int, pr
 // holds a GPU too, so the server is its parent one level up). The process table shows the
 // program, and with -v the parent's command line.
 func TestProbeWorkerParent(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	for _, mode := range []string{"spawn", "fork", "chain"} {
 		t.Run(mode, func(t *testing.T) {
@@ -276,6 +277,7 @@ func TestProbeWorkerParent(t *testing.T) {
 // markers, terminal escapes. The parent of user nobody's worker is described exactly as it
 // is, as a parent, and forges nothing about root's healthy compute app (the victim).
 func TestProbeParentUnforgeable(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	victimCmd := exec.Command("sleep", "3600")
 	if err := victimCmd.Start(); err != nil {
@@ -316,6 +318,7 @@ func TestProbeParentUnforgeable(t *testing.T) {
 // parent is reported gone, without error. The probe is held there by not reading its output:
 // the workers' command lines (forks of a server with a long one) fill the pipes first.
 func TestProbeParentGone(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	srv := startServer(t, "fork", 0, []string{"GT_FORKS=4"}, "--model", "/x", strings.Repeat("p", 60000))
 	cmd := exec.Command("sh", "-s")
@@ -364,6 +367,7 @@ func TestProbeParentGone(t *testing.T) {
 // The probe's choice of parents, run by the host's awk: each parent once, none already
 // described, never PID 0 or 1 or anything but digits, and no more than the room left.
 func TestProbeParentsChosen(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	m := regexp.MustCompile(`(?s)\nPARENTS_AWK='([^']*)'`).FindStringSubmatch(probe.Script)
 	if m == nil {
 		t.Fatal("no PARENTS_AWK in the probe")
@@ -392,6 +396,7 @@ func TestProbeParentsChosen(t *testing.T) {
 // PID 1 (here a leaf, two shells above it and this test's own process above them), each as a
 // parent, with its user, start time, state and threads; the leaf's Threads too.
 func TestProbeAncestorsToInit(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	cmd := exec.Command("sh", "-c", `sh -c 'sleep 600 & wait' & wait`)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

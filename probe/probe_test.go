@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"os"
 	"os/exec"
 	"os/user"
@@ -65,6 +66,7 @@ func hostHasNvidiaSMI() bool {
 }
 
 func TestProbeOnThisHost(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	raw := runProbe(t, "")
 	s, err := parse.Parse(raw)
 	if err != nil {
@@ -208,6 +210,7 @@ time.sleep(120)
 }
 
 func TestProbeSeesDeletedShm(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	if runtime.GOOS != "linux" {
 		t.Skip("the probe reads /proc")
 	}

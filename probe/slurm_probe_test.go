@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"fmt"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -56,6 +57,7 @@ func stepdStandIn(t *testing.T, dir, tag string, uid uint32) (stepd, child int) 
 // its slurmstepd ancestor, which only root can make: a user's process named slurmstepd, with
 // the same command line, ties nothing, and Slurm is not asked about the job it names.
 func TestProbeSlurmstepdAncestor(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a process of another user")
 	}
@@ -127,6 +129,7 @@ esac
 // UnkillableStepTimeout = 75 sec) and sends them only as digits: a value that is not one
 // (an odd unit, a huge number) is sent as unknown.
 func TestProbeSlurmTimeouts(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: a root-owned slurmstepd stand-in")
 	}

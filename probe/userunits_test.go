@@ -4,6 +4,7 @@ package probe_test
 
 import (
 	"bufio"
+	"github.com/gputriage/gputriage/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,6 +79,7 @@ func inCgroup(t *testing.T, root, rel string) int {
 // called. A user manager's unit is asked of that manager, the system's of the system; a name
 // outside systemd's unit-name characters is never passed; every name comes after "--".
 func TestProbeUserUnits(t *testing.T) {
+	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	root := cgroup2Root()
 	if root == "" {
