@@ -151,3 +151,26 @@ func TestNonceOf(t *testing.T) {
 		}
 	}
 }
+
+// TestShellFedQueries: a host running `sh -s` fed nvidia-smi queries without a nonce (what
+// bench/sshbare sends) answers with the recorded nvidia-smi output, as it does pdsh's command.
+func TestShellFedQueries(t *testing.T) {
+	caps := captures(t)
+	f, err := simfleet.Start(simfleet.Config{Hosts: 1, Captures: caps[:1], Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := f.Hosts[0]
+	tg := sshexec.Target{Name: h.Name, HostName: h.Addr, Port: h.Port, User: "root",
+		IdentityFiles: []string{f.ClientKey}, IdentitiesOnly: true, KnownHostsFiles: []string{f.KnownHosts}}
+	run := func(command, stdin string) sshexec.Result {
+		return sshexec.Run(context.Background(), []sshexec.Target{tg}, sshexec.Options{
+			Command: command, Stdin: []byte(stdin), Timeout: 10 * time.Second})[0]
+	}
+	want := run("nvidia-smi --query-gpu=index --format=csv; nvidia-smi --query-compute-apps=pid --format=csv", "")
+	got := run("sh -s", "nvidia-smi --query-gpu=index --format=csv\nnvidia-smi --query-compute-apps=pid --format=csv\n")
+	if want.Err != nil || got.Err != nil || len(want.Stdout) == 0 || !bytes.Equal(got.Stdout, want.Stdout) {
+		t.Errorf("sh -s fed the queries: %q (%v), want %q (%v)", got.Stdout, got.Err, want.Stdout, want.Err)
+	}
+}
