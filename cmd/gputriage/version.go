@@ -75,11 +75,12 @@ func versionText(f buildFacts) string {
 
 var (
 	probeVersionRE  = regexp.MustCompile(`probe_version=([0-9A-Za-z._-]+)`)
-	captureFormatRE = regexp.MustCompile(`capture format (v[0-9]+)`)
+	captureFormatRE = regexp.MustCompile(`gputriage-capture (v[0-9]+) nonce=`)
 )
 
 // probeVersion names the embedded probe: the version it reports, the capture format it
-// writes (both read from the script itself) and the script's hash, which tells apart two
+// writes (both read from the script itself: what it prints, not its comments, which
+// Script has none of) and the script's hash, which tells apart two
 // builds whose probes differ without a version bump.
 func probeVersion(script string) string {
 	ver, format := "unknown", "unknown"
