@@ -223,7 +223,14 @@ func (h *host) busyFindings() []Finding {
 			}
 		}
 		slices.Sort(f.GPUs)
-		h.busyWords(&f, k, procs)
+		f.Job = h.busyJob(k, procs)
+		for _, g := range f.GPUs {
+			f.Memory = append(f.Memory, h.gpuMemory(g))
+		}
+		for _, gp := range procs {
+			f.Named = append(f.Named, h.describe(gp.PID))
+		}
+		busyWords(&f)
 		out = append(out, f)
 	}
 	if len(folded) > 0 {
