@@ -75,10 +75,13 @@ type UnitState struct {
 }
 
 // BusyJob is gpu-busy's job: Key how its processes were grouped ("ppid 812", "pid 900", a unit,
-// a container, a Slurm job), Comm the name that titles it.
+// a container, a Slurm job), Comm the name that titles it, Processes how many it has and
+// GPUMiB the memory they hold per GPU index. The finding's Named are its first processes.
 type BusyJob struct {
-	Key  string `json:"key"`
-	Comm string `json:"comm,omitempty"`
+	Key       string        `json:"key"`
+	Comm      string        `json:"comm,omitempty"`
+	Processes int           `json:"processes"`
+	GPUMiB    map[int]int64 `json:"gpu_mib"`
 }
 
 // GPUMemory is one GPU's memory as the words give it (gpu-busy, ghost-memory): nvidia-smi's

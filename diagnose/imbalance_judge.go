@@ -203,12 +203,15 @@ func (h *host) narrowLaunch(gpus []int, note string) Action {
 // nvidia-smi numbers them: on a host with GPUs of different models CUDA numbers them fastest
 // first unless CUDA_DEVICE_ORDER=PCI_BUS_ID is set, and the indexes would name other GPUs,
 // maybe ones that healthy work uses.
-func (h *host) visibleDevices(gpus []int) string {
-	env := "CUDA_VISIBLE_DEVICES=" + joinInts(gpus, ",")
+func (h *host) visibleDevices(gpus []int) string { return visibleDevices(gpus, h.mixedModels()) }
+
+// mixedModels reports whether the host's GPUs are not all one model, so CUDA's default order
+// (fastest first) may differ from nvidia-smi's (PCI bus).
+func (h *host) mixedModels() bool {
 	for _, g := range h.s.GPUs {
 		if g.Name != h.s.GPUs[0].Name {
-			return "CUDA_DEVICE_ORDER=PCI_BUS_ID " + env
+			return true
 		}
 	}
-	return env
+	return false
 }

@@ -10,8 +10,13 @@ import (
 
 // name adds to f.Named the processes of pids it does not name yet.
 func (h *host) name(f *Finding, pids ...int) {
+	named := make(map[int]bool, len(f.Named)+len(pids))
+	for _, p := range f.Named {
+		named[p.PID] = true
+	}
 	for _, pid := range pids {
-		if !slices.ContainsFunc(f.Named, func(p Process) bool { return p.PID == pid }) {
+		if !named[pid] {
+			named[pid] = true
 			f.Named = append(f.Named, h.describe(pid))
 		}
 	}

@@ -439,7 +439,12 @@ func (h *host) jobKey(gp *GPUProcess) string {
 // busyJob is gpu-busy's job of key: its key, and the name that titles it (the first
 // process's for the children of a PID, the leader's for a PID's tree).
 func (h *host) busyJob(key string, procs []*GPUProcess) *BusyJob {
-	j := &BusyJob{Key: key}
+	j := &BusyJob{Key: key, Processes: len(procs), GPUMiB: map[int]int64{}}
+	for _, gp := range procs {
+		for g, m := range gp.GPUMemoryMiB {
+			j.GPUMiB[g] += m
+		}
+	}
 	if rest, ok := strings.CutPrefix(key, "pid "); ok {
 		pid, _ := strconv.Atoi(rest)
 		if p := h.procByPID[pid]; p != nil {

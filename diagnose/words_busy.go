@@ -36,33 +36,24 @@ func (f *Finding) gpuMemory(g int) GPUMemory {
 
 // busyWords composes a gpu-busy finding's words: its job (f.Job) and processes (f.Named).
 func busyWords(f *Finding) {
-	procs := f.Named
-	perGPU := map[int]int64{}
+	j, n := f.Job, f.Job.Processes
 	var total int64
-	for _, p := range procs {
-		for g, m := range p.GPUMemoryMiB {
-			perGPU[g] += m
-			total += m
-		}
+	for _, m := range j.GPUMiB {
+		total += m
 	}
-	title := jobTitle(*f.Job)
-	f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), len(procs), plural(len(procs), "process", "processes"))
+	title := jobTitle(*j)
+	f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), n, plural(n, "process", "processes"))
 	f.Explanation = fmt.Sprintf("This GPU memory is held by %s, and nothing suggests %s abandoned. This is information about the host, not a problem.",
-		title, plural(len(procs), "it is", "they are"))
-	f.Evidence = append(f.Evidence, ownerEvidence(procs[0])...)
+		title, plural(n, "it is", "they are"))
+	f.Evidence = append(f.Evidence, ownerEvidence(f.Named[0])...)
 	for _, g := range f.GPUs {
-		line := fmt.Sprintf("GPU %d: %s used by this job", g, fmtMiB(perGPU[g]))
+		line := fmt.Sprintf("GPU %d: %s used by this job", g, fmtMiB(j.GPUMiB[g]))
 		if m := f.gpuMemory(g); m.UsedMiB != nil && m.TotalMiB != nil {
 			line += fmt.Sprintf(" (GPU: %s of %s used)", thousands(*m.UsedMiB), fmtMiB(*m.TotalMiB))
 		}
 		f.Evidence = append(f.Evidence, line)
 	}
-	const maxLines = 10
-	for i, p := range procs {
-		if i == maxLines {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("… and %d more processes", len(procs)-maxLines))
-			break
-		}
+	for _, p := range f.Named {
 		age := "age unknown"
 		if e := p.elapsed(); e != nil {
 			age = "up " + FormatAge(*e)
@@ -70,4 +61,10 @@ func busyWords(f *Finding) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d (%s, %s, %s on %s): %s", p.PID, p.User, age,
 			fmtMiB(p.memMiB()), FormatGPUs(p.memGPUs()), p.Cmdline))
 	}
+	if n > maxBusyLines {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("… and %d more processes", n-maxBusyLines))
+	}
 }
+
+// maxBusyLines bounds the processes a gpu-busy finding describes.
+const maxBusyLines = 10

@@ -74,7 +74,7 @@ func limitTitle(n int) string {
 }
 
 // probeLimitedWords composes a probe-limited finding's words from its limits.
-func (h *host) probeLimitedWords(f *Finding) {
+func probeLimitedWords(f *Finding) {
 	var unmatched []string
 	at := -1 // where the one line of unmatched apps goes
 	whys := map[int]string{}
@@ -108,7 +108,7 @@ func (h *host) probeLimitedWords(f *Finding) {
 		}
 		f.Explanation = "The probe's view of this host is incomplete in a way that matters: " + strings.Join(why, "; ") + "."
 	}
-	if h.notRoot() && !strings.Contains(f.Explanation, "--sudo") {
+	if f.NotRoot && !strings.Contains(f.Explanation, "--sudo") {
 		f.Explanation += " Rerunning gputriage with --sudo (or as root) lets the probe see every process."
 	}
 }
