@@ -22,13 +22,13 @@ func compactLines(f diagnose.Finding, h Host, verbose bool) []string {
 			continue // the probe's notes are shown under probe-limited as they are
 		}
 		if r.Strong || verbose {
-			out = append(out, reasonPhrase(r, shmListed))
+			out = append(out, diagnose.ReasonPhrase(r, shmListed, foldPaths))
 		}
 	}
-	if p := explainedBy(f, h.Result.Findings); p != "" {
+	if p := diagnose.ExplainedBy(f, h.Result.Findings); p != "" {
 		out = append(out, p)
 	}
-	out = append(out, keyLines(f)...)
+	out = append(out, diagnose.KeyLines(f)...)
 	return append(out, shmLines(findingShm(f, h.Result.Processes))...)
 }
 
@@ -44,7 +44,7 @@ func detailEvidence(f diagnose.Finding, s *parse.Snapshot) []string {
 	}
 	var out []string
 	for _, e := range f.Evidence {
-		if !isKeyLine(f.Code, e) && !slices.Contains(notes, e) {
+		if !diagnose.IsKeyLine(f.Code, e) && !slices.Contains(notes, e) {
 			out = append(out, e)
 		}
 	}
