@@ -106,8 +106,8 @@ type GPUMemory struct {
 // names them in PCI bus order.
 type GroupCheck struct {
 	GPUs        []GroupGPU `json:"gpus"`
-	Lo          int        `json:"lo"`
-	Hi          int        `json:"hi"`
+	Lo          int        `json:"lo_gpu"`
+	Hi          int        `json:"hi_gpu"`
 	NeedMiB     int64      `json:"need_mib"`
 	CUDAMiB     int64      `json:"cuda_mib"`
 	VLLMNeedMiB int64      `json:"vllm_need_mib"`
@@ -142,7 +142,7 @@ type ShmUse struct {
 	SizeBytes    int64 `json:"size_bytes"`
 	UsedBytes    int64 `json:"used_bytes"`
 	AvailBytes   int64 `json:"avail_bytes"`
-	Pct          int   `json:"pct"`
+	Pct          int   `json:"used_pct"`
 	Blamed       []int `json:"blamed"`
 	BlamedBytes  int64 `json:"blamed_bytes"`
 	Healthy      []int `json:"healthy"`
