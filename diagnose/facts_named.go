@@ -157,6 +157,13 @@ type SMIFailure struct {
 	Path     string `json:"path,omitempty"`
 }
 
+// Folded is a finding that stands for the processes beyond the detailed ones: What they do
+// ("look abandoned"), and how many they are (the finding's PIDs list the first of them).
+type Folded struct {
+	What      string `json:"what"`
+	Processes int    `json:"processes"`
+}
+
 // named is the finding's named process of pid; a bare one when it names none.
 func (f *Finding) named(pid int) Process {
 	if i := slices.IndexFunc(f.Named, func(p Process) bool { return p.PID == pid }); i >= 0 {

@@ -122,9 +122,8 @@ type Finding struct {
 	// NotRoot is set when the probe did not run as root (ghost-memory, shm-stale and
 	// probe-limited say what that hides).
 	NotRoot bool
-	// Folded is set on a finding that stands for the processes beyond the detailed ones:
-	// what they do ("look abandoned").
-	Folded string
+	// Folded is set on a finding that stands for the processes beyond the detailed ones.
+	Folded *Folded
 }
 
 // GPUProcess is one process that holds GPU memory or a GPU device, with everything the probe

@@ -182,7 +182,7 @@ func ComposeWords(f *Finding) {
 
 // composeWords composes f's words by its code.
 func composeWords(f *Finding) {
-	if f.Folded != "" {
+	if f.Folded != nil {
 		foldedWords(f)
 		return
 	}
@@ -215,17 +215,16 @@ func composeWords(f *Finding) {
 }
 
 // foldedWords composes the words of a finding that stands for the processes beyond
-// maxDetailed; f.Folded says what they do ("look abandoned").
+// maxDetailed; f.Folded says what they do ("look abandoned") and how many they are.
 func foldedWords(f *Finding) {
-	what := f.Folded
-	pids := f.PIDs
-	f.Title = fmt.Sprintf("%s more %s %s (not detailed)", thousands(int64(len(pids))), plural(len(pids), "process", "processes"), what)
+	what, n, pids := f.Folded.What, f.Folded.Processes, f.PIDs
+	f.Title = fmt.Sprintf("%s more %s %s (not detailed)", thousands(int64(n)), plural(n, "process", "processes"), what)
 	f.Explanation = fmt.Sprintf("This host has more than %s such processes; the first %s are detailed above, and these are listed by PID only. Treat them the same way once the detailed ones are understood.",
 		thousands(maxDetailed), thousands(maxDetailed))
 	shown := firstN(pids, maxHolderLines)
 	line := fmtPIDs(shown)
-	if len(pids) > len(shown) {
-		line += fmt.Sprintf(" and %s more", thousands(int64(len(pids)-len(shown))))
+	if n > len(shown) {
+		line += fmt.Sprintf(" and %s more", thousands(int64(n-len(shown))))
 	}
 	f.Evidence = []string{line}
 }

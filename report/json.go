@@ -314,7 +314,7 @@ type jsonFinding struct {
 	OthersMay      *jsonOthersMay       `json:"others_may"`
 	SMI            *diagnose.SMIFailure `json:"smi"`
 	NotRoot        bool                 `json:"not_root"`
-	Folded         *string              `json:"folded"`
+	Folded         *diagnose.Folded     `json:"folded"`
 }
 
 type jsonReason struct {
@@ -535,7 +535,7 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 	j.Imbalance, j.Check, j.Omitted, j.Job = jsonImbalanceOf(f.Imbalance), jsonCheckOf(f.Check), f.Omitted, f.Job
 	j.ShmUse, j.ShmTruncated, j.HoldersUnknown = f.ShmUse, f.ShmTruncated, f.HoldersUnknown
 	j.ServedBy, j.OthersMay, j.SMI = optStr(f.ServedBy), jsonOthersMayOf(f.OthersMay), f.SMI
-	j.NotRoot, j.Folded = f.NotRoot, optStr(f.Folded)
+	j.NotRoot, j.Folded = f.NotRoot, f.Folded
 	j.Actions, j.IfAbandoned = jsonActions(f.Actions), jsonActions(f.IfAbandoned)
 	for _, sf := range f.Shm {
 		js := jsonShmFile{Path: validUTF8(sf.Path), Bytes: sf.Bytes, Dir: sf.Dir, Deleted: sf.Deleted, Mapped: sf.Mapped,

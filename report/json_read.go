@@ -49,7 +49,7 @@ func findingOfJSON(j jsonFinding) (diagnose.Finding, error) {
 		Checks: commandsOfJSON(j.Checks), Actions: actionsOfJSON(j.Actions), IfAbandoned: actionsOfJSON(j.IfAbandoned),
 		Named: j.Named, Imbalance: j.Imbalance, Check: j.Check, Omitted: j.Omitted, Job: j.Job, Memory: j.Memory,
 		ShmUse: j.ShmUse, ShmTruncated: j.ShmTruncated, HoldersUnknown: j.HoldersUnknown, ServedBy: deref(j.ServedBy),
-		OthersMay: othersMayOfJSON(j.OthersMay), SMI: j.SMI, NotRoot: j.NotRoot, Folded: deref(j.Folded)}
+		OthersMay: othersMayOfJSON(j.OthersMay), SMI: j.SMI, NotRoot: j.NotRoot, Folded: j.Folded}
 	if err := f.Severity.UnmarshalText([]byte(j.Severity)); err != nil {
 		return f, err
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/internal/simfleet"
@@ -37,12 +38,12 @@ func TestWordsFromJSONGoldens(t *testing.T) {
 // words from its JSON, with secrets shown, masked, and redacted. (The hosts of this package's
 // goldens are not diagnosed: their findings' words are written by hand, to test rendering.)
 func TestWordsFromJSONCaptures(t *testing.T) {
-	raw := simfleet.SyntheticCapture(300, 3000)
+	raw := simfleet.SyntheticCapture(1100, 3000)
 	snap, err := parse.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts := []Host{{Name: "synthetic", Snapshot: snap, Result: diagnose.Diagnose(snap, reportTime)}}
+	hosts := []Host{{Name: "synthetic", Snapshot: snap, Result: diagnose.Diagnose(snap, reportTime)}, staleShmHost(t)}
 	for _, pattern := range []string{"../fixtures/*.capture", "../fixtures/*/*.capture", "../diagnose/testdata/*/*.capture"} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {
@@ -67,6 +68,29 @@ func TestWordsFromJSONCaptures(t *testing.T) {
 	for _, o := range []Options{{ShowSecrets: true}, {}, {Redact: true}} {
 		checkWordsFromJSON(t, "captures", []byte(render(t, JSON, hosts, o)))
 	}
+}
+
+// staleShmHost is the clean fixture with stale /dev/shm entries no process uses, and
+// /dev/shm nearly full: shm-stale and shm-full, which no capture shows.
+func staleShmHost(t *testing.T) Host {
+	raw, err := os.ReadFile("../fixtures/clean.capture")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := parse.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := *snap.Host.Time
+	old := now.Add(-50 * time.Hour)
+	const gib = 1 << 30
+	snap.Shm = parse.Shm{SizeBytes: ptr(int64(64 * gib)), UsedBytes: ptr(int64(63 * gib)), AvailBytes: ptr(int64(gib / 2)), Listed: true,
+		Entries: []parse.ShmEntry{
+			{Path: "/dev/shm/Llama-3-70B", Type: 'd', Bytes: 4096, TreeBytes: 40 * gib, MTime: old, UID: 0},
+			{Path: "/dev/shm/Llama-3-70B/model.safetensors", Type: 'f', Bytes: 40 * gib, TreeBytes: 40 * gib, MTime: old.Add(time.Minute)},
+			{Path: "/dev/shm/notes.bin", Type: 'f', Bytes: 500 << 20, TreeBytes: 500 << 20, MTime: old},
+		}}
+	return Host{Name: "stale-shm", Snapshot: snap, Result: diagnose.Diagnose(snap, now)}
 }
 
 // checkWordsFromJSON decodes each finding of a JSON report, composes its words from its
