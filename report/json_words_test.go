@@ -71,7 +71,8 @@ func TestWordsFromJSONCaptures(t *testing.T) {
 }
 
 // staleShmHost is the clean fixture with stale /dev/shm entries no process uses, and
-// /dev/shm nearly full: shm-stale and shm-full, which no capture shows.
+// /dev/shm nearly full: shm-stale and shm-full, which no capture shows; the probe ran as a
+// user, not root, which the words say.
 func staleShmHost(t *testing.T) Host {
 	raw, err := os.ReadFile("../fixtures/clean.capture")
 	if err != nil {
@@ -83,6 +84,7 @@ func staleShmHost(t *testing.T) Host {
 	}
 	now := *snap.Host.Time
 	old := now.Add(-50 * time.Hour)
+	snap.Host.UID, snap.Host.User = ptr(1000), "alice"
 	const gib = 1 << 30
 	snap.Shm = parse.Shm{SizeBytes: ptr(int64(64 * gib)), UsedBytes: ptr(int64(63 * gib)), AvailBytes: ptr(int64(gib / 2)), Listed: true,
 		Entries: []parse.ShmEntry{
