@@ -46,6 +46,18 @@ func limitLine(r Reason) string {
 	return string(r.Code)
 }
 
+// NoteLines are the evidence lines of probe-limited that are the probe's own notes, as it
+// printed them (a report shows them apart).
+func NoteLines(f Finding) []string {
+	var out []string
+	for _, r := range f.Reasons {
+		if r.Code == ReasonProbeNote {
+			out = append(out, limitLine(r))
+		}
+	}
+	return out
+}
+
 // limitWhy is why a strong limit matters, and its rank among the others.
 func limitWhy(r Reason) (rank int, why string) {
 	switch {

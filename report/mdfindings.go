@@ -69,7 +69,7 @@ func (m *mdWriter) findingDetails(f diagnose.Finding, s *parse.Snapshot) {
 			ev = append(ev, "weak reason: "+diagnose.ReasonPhrase(r, false, foldPaths))
 		}
 	}
-	ev = append(ev, detailEvidence(f, s)...)
+	ev = append(ev, detailEvidence(f)...)
 	for _, e := range ev {
 		b.WriteString("- " + mdLine(e) + "\n")
 	}
