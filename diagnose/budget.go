@@ -82,20 +82,39 @@ func (fo *folder) foldFinding(f Finding) Finding {
 	f.Actions = foldList(fo, f.Actions, MaxDetail, "actions"+of)
 	f.Checks = foldList(fo, f.Checks, MaxDetail, "checks"+of)
 	f.Shm = foldList(fo, f.Shm, MaxDetail, "/dev/shm files"+of)
-	if n := len(f.Fix) - maxFixLines; n > 0 {
-		f.Fix = append(slices.Clone(f.Fix[:maxFixLines]), fmt.Sprintf("# and %d more lines (see probe-limited)", n))
-		fo.fold("fix lines"+of, n, false)
-	}
+	fo.foldFix(&f)
 	if f.Code != CodeProbeLimited {
 		f.Reasons = foldList(fo, f.Reasons, MaxDetail, "reasons"+of)
 	}
+	fo.foldLines(&f)
+	return f
+}
+
+// foldWords bounds f's words as foldFinding does: evidence lines, Fix lines, and the bytes of
+// its explanation and of each line.
+func (fo *folder) foldWords(f *Finding) {
+	f.Evidence = foldList(fo, f.Evidence, MaxDetail, "evidence lines of "+f.Code)
+	fo.foldFix(f)
+	fo.foldLines(f)
+}
+
+// foldFix bounds f's Fix lines, saying at their end how many it left out.
+func (fo *folder) foldFix(f *Finding) {
+	if n := len(f.Fix) - maxFixLines; n > 0 {
+		f.Fix = append(slices.Clone(f.Fix[:maxFixLines]), fmt.Sprintf("# and %d more lines (see probe-limited)", n))
+		fo.fold("fix lines of "+f.Code, n, false)
+	}
+}
+
+// foldLines bounds the bytes of f's explanation and of each evidence and Fix line.
+func (fo *folder) foldLines(f *Finding) {
+	of := " of " + f.Code
 	f.Explanation = fo.foldLine(f.Explanation, "bytes of the explanation"+of)
 	for _, lines := range [][]string{f.Evidence, f.Fix} {
 		for i := range lines {
 			lines[i] = fo.foldLine(lines[i], "bytes of lines"+of)
 		}
 	}
-	return f
 }
 
 // foldLine cuts a line longer than MaxLineBytes (a list of thousands of PIDs) at a rune

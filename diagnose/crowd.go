@@ -18,6 +18,7 @@ func foldedFinding(code string, sev Severity, what string, pids []int) Finding {
 	case CodeShmDeletedMapped:
 		f.Checks = []Command{verifyShm}
 	}
-	foldedWords(&f, what)
+	f.Folded = &Folded{What: what, Processes: len(pids)}
+	foldedWords(&f)
 	return f
 }

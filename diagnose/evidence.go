@@ -187,6 +187,7 @@ func (h *host) unconfirmedFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 		}
 	}
 	f.Actions = []Action{look}
-	h.unconfirmedWords(&f, gp)
+	h.name(&f, gp.PID)
+	unconfirmedWords(&f)
 	return f
 }

@@ -4,8 +4,10 @@ import "time"
 
 // Typed facts. A Finding's verdict is judged here, in diagnose, as the values below: the
 // reasons it rests on as codes with their data, the actions that would fix it as structured
-// commands with what each gives back, and the files it names. The words people read (Title,
-// Explanation, Evidence, Fix) are composed from these facts in one place (words*.go), and
+// commands with what each gives back, and the files it names, and what the words say of the
+// processes and GPUs it names (facts_named.go). The words people read (Title, Explanation,
+// Evidence, Fix) are composed from these facts alone in one place (words*.go, ComposeWords),
+// JSON carries every one of them, and
 // every report format renders from the same facts: the text report folds repeated files,
 // merges the same action across findings and orders "what to do" by impact.
 

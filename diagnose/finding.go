@@ -98,6 +98,32 @@ type Finding struct {
 	IfAbandoned []Action
 	// Shm are the /dev/shm files the finding names (shm-deleted-mapped, shm-stale, shm-full).
 	Shm []ShmFile
+
+	// What the words say beyond the facts above (facts_named.go): the processes they name,
+	// and per code the numbers they give. The words read only a finding's facts.
+	Named []Process
+	// Job is gpu-busy's job; Memory the GPUs' memory gpu-busy and ghost-memory give.
+	Job    *BusyJob
+	Memory []GPUMemory
+	// Check is memory-imbalance's checks; Omitted the leftovers its actions leave out.
+	Check   *GroupCheck
+	Omitted int
+	// ShmUse is shm-full's /dev/shm; ShmTruncated is set when the /dev/shm listing was cut
+	// (shm-stale), HoldersUnknown when the probe's view of open files and mappings was
+	// (shm-full).
+	ShmUse                       *ShmUse
+	ShmTruncated, HoldersUnknown bool
+	// ServedBy and OthersMay are why a shm-deleted-mapped finding is Info: the running unit
+	// whose live service its process is, or how another user could have deleted its files.
+	ServedBy  string
+	OthersMay *OthersMay
+	// SMI is smi-failed's failure.
+	SMI *SMIFailure
+	// NotRoot is set when the probe did not run as root (ghost-memory, shm-stale and
+	// probe-limited say what that hides).
+	NotRoot bool
+	// Folded is set on a finding that stands for the processes beyond the detailed ones.
+	Folded *Folded
 }
 
 // GPUProcess is one process that holds GPU memory or a GPU device, with everything the probe

@@ -59,6 +59,27 @@ func fmtBytes(n int64) string {
 	}
 }
 
+// FormatBytes formats a byte count in binary units with one decimal: "51.2 GiB".
+func FormatBytes(v int64) string {
+	const unit = 1024
+	if v < unit {
+		return fmt.Sprintf("%d B", v)
+	}
+	f := float64(v)
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		f /= unit
+		if f < unit || u == "TiB" {
+			return fmt.Sprintf("%.1f %s", f, u)
+		}
+	}
+	return "" // unreachable
+}
+
+// FormatSize is a byte count for people, without a needless ".0": "4 MiB", "1.5 GiB".
+func FormatSize(b int64) string {
+	return strings.Replace(FormatBytes(b), ".0 ", " ", 1)
+}
+
 // FormatAge is a coarse duration for people: "45s", "12m", "2h13m", "3d04h". The report
 // writes process ages with it too, so a finding and a table agree.
 func FormatAge(d time.Duration) string {

@@ -72,7 +72,20 @@ func (h *host) ghostFinding() (Finding, bool) {
 	} else {
 		f.Actions = h.ghostInspect(ghosts)
 	}
-	h.ghostWords(&f, ghosts, suspects)
+	for _, gg := range ghosts {
+		m := h.gpuMemory(gg.g.Index)
+		m.Elsewhere, m.Display = gg.elsewhere, gg.display
+		for _, gp := range h.onGPU[gg.g.Index] {
+			if !gp.Listed || gp.memMiB() <= 0 {
+				m.DeviceOpen = append(m.DeviceOpen, gp.PID)
+			}
+		}
+		f.Memory = append(f.Memory, m)
+		h.name(&f, m.DeviceOpen...)
+	}
+	h.name(&f, f.PIDs...)
+	f.NotRoot = h.notRoot()
+	ghostWords(&f)
 	return f, true
 }
 

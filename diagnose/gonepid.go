@@ -87,7 +87,10 @@ func (h *host) deadPIDFinding(dead *GPUProcess) Finding {
 	if len(tied) == 0 {
 		f.Actions = h.deadInspect(dead.PID, gpus, others)
 	}
-	h.deadPIDWords(&f, dead, tied, others)
+	for _, r := range f.Reasons[1:] {
+		h.name(&f, r.PID)
+	}
+	deadPIDWords(&f)
 	return f
 }
 

@@ -127,6 +127,20 @@ func checkGroup(grp []gpuMem) (groupCheck, bool) {
 	return c, true
 }
 
+// groupCheckFacts is c as a finding's facts.
+func (h *host) groupCheckFacts(c groupCheck) *GroupCheck {
+	g := &GroupCheck{Lo: c.lo.g.Index, Hi: c.hi.g.Index, NeedMiB: c.needMiB, CUDAMiB: c.cudaMiB, VLLMNeedMiB: c.vneedMiB,
+		VLLMFail: c.vfail, VLLMPass: c.pass, PCIOrder: h.mixedModels()}
+	for _, m := range c.grp {
+		gg := GroupGPU{Index: m.g.Index, Name: m.g.Name, TotalMiB: m.total, FreeMiB: m.free}
+		if m.usedKnown {
+			gg.UsedMiB = &m.used
+		}
+		g.GPUs = append(g.GPUs, gg)
+	}
+	return g
+}
+
 // imbalance is the memory-imbalance finding of one group, when SGLang's check fails on it.
 func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 	c, ok := checkGroup(grp)
@@ -142,32 +156,20 @@ func (h *host) imbalance(grp []gpuMem) (Finding, bool) {
 	}
 	actions, omitted := h.imbalanceActions(im, c.pass)
 	f.Actions, f.Checks = actions, []Command{verifyGPUFree}
-	h.imbalanceWords(&f, c, omitted)
-	return f, true
-}
-
-func groupName(grp []gpuMem) string {
-	name := grp[0].g.Name
-	for _, m := range grp[1:] {
-		if m.g.Name != name {
-			return "mixed models"
+	f.Check, f.Omitted = h.groupCheckFacts(c), omitted
+	for _, sg := range im.Short {
+		for i, s := range sg.Holders {
+			if i == maxHolderLines {
+				break
+			}
+			h.name(&f, s.PID)
 		}
 	}
-	if name == "" {
-		return "model unknown"
+	for _, pids := range whoLists(im) {
+		h.name(&f, firstN(pids, maxWho)...)
 	}
-	return name
-}
-
-func totalRange(grp []gpuMem) string {
-	lo, hi := grp[0].total, grp[0].total
-	for _, m := range grp {
-		lo, hi = min(lo, m.total), max(hi, m.total)
-	}
-	if lo == hi {
-		return fmtMiB(lo)
-	}
-	return thousands(lo) + "–" + fmtMiB(hi)
+	imbalanceWords(&f)
+	return f, true
 }
 
 func joinInts(xs []int, sep string) string {
@@ -223,7 +225,14 @@ func (h *host) busyFindings() []Finding {
 			}
 		}
 		slices.Sort(f.GPUs)
-		h.busyWords(&f, k, procs)
+		f.Job = h.busyJob(k, procs)
+		for _, g := range f.GPUs {
+			f.Memory = append(f.Memory, h.gpuMemory(g))
+		}
+		for _, gp := range procs[:min(len(procs), maxBusyLines)] {
+			f.Named = append(f.Named, h.describe(gp.PID))
+		}
+		busyWords(&f)
 		out = append(out, f)
 	}
 	if len(folded) > 0 {

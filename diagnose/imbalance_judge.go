@@ -12,37 +12,39 @@ import (
 // can call healthy work left over.
 type Imbalance struct {
 	// Short are the GPUs below SGLang's 0.9 × max free, with who holds their memory.
-	Short []ShortGPU
+	Short []ShortGPU `json:"short"`
 	// Leftover and Healthy are the PIDs holding memory on the short GPUs, sorted: those
 	// judged leftover-process, and those that look like healthy work.
-	Leftover, Healthy []int
+	Leftover []int `json:"leftover"`
+	Healthy  []int `json:"healthy"`
 	// FreeAfterMiB is each of the group's GPUs' free memory once every leftover has exited.
-	FreeAfterMiB map[int]int64
+	FreeAfterMiB map[int]int64 `json:"free_after_mib"`
 	// BalancedAfter is set when SGLang's check passes once the leftovers are stopped.
 	// NeedAfterMiB is what each GPU then needs free (0.9 × the largest free), StillShort the
 	// GPUs that would still fall below it, RoomAfter those that would not.
-	BalancedAfter         bool
-	NeedAfterMiB          int64
-	StillShort, RoomAfter []int
+	BalancedAfter bool  `json:"balanced_after"`
+	NeedAfterMiB  int64 `json:"need_after_mib"`
+	StillShort    []int `json:"still_short"`
+	RoomAfter     []int `json:"room_after"`
 }
 
 // ShortGPU is one GPU that fails the check and what holds its memory.
 type ShortGPU struct {
-	Index   int
-	FreeMiB int64
-	Holders []Share // most memory first, then by PID
+	Index   int     `json:"index"`
+	FreeMiB int64   `json:"free_mib"`
+	Holders []Share `json:"holders"` // most memory first, then by PID
 	// UnlistedMiB is memory used that no listed process accounts for, beyond the driver's
 	// baseline (see ghost-memory); DeviceOpen are non-helper PIDs holding its device open
 	// without memory listed.
-	UnlistedMiB int64
-	DeviceOpen  []int
+	UnlistedMiB int64 `json:"unlisted_mib"`
+	DeviceOpen  []int `json:"device_open"`
 }
 
 // Share is one process's memory on one GPU.
 type Share struct {
-	PID      int
-	MiB      int64
-	Leftover bool
+	PID      int   `json:"pid"`
+	MiB      int64 `json:"mib"`
+	Leftover bool  `json:"leftover"`
 }
 
 func (im *Imbalance) unlisted() int64 {
@@ -203,12 +205,15 @@ func (h *host) narrowLaunch(gpus []int, note string) Action {
 // nvidia-smi numbers them: on a host with GPUs of different models CUDA numbers them fastest
 // first unless CUDA_DEVICE_ORDER=PCI_BUS_ID is set, and the indexes would name other GPUs,
 // maybe ones that healthy work uses.
-func (h *host) visibleDevices(gpus []int) string {
-	env := "CUDA_VISIBLE_DEVICES=" + joinInts(gpus, ",")
+func (h *host) visibleDevices(gpus []int) string { return visibleDevices(gpus, h.mixedModels()) }
+
+// mixedModels reports whether the host's GPUs are not all one model, so CUDA's default order
+// (fastest first) may differ from nvidia-smi's (PCI bus).
+func (h *host) mixedModels() bool {
 	for _, g := range h.s.GPUs {
 		if g.Name != h.s.GPUs[0].Name {
-			return "CUDA_DEVICE_ORDER=PCI_BUS_ID " + env
+			return true
 		}
 	}
-	return env
+	return false
 }

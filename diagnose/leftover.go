@@ -357,7 +357,8 @@ func (h *host) leftoverFinding(gp *GPUProcess, v leftoverVerdict) Finding {
 		Checks:   []Command{verifyGPU},
 	}
 	f.Files = h.cleanedFiles(gp)
-	h.leftoverWords(&f, gp)
+	h.name(&f, gp.PID)
+	leftoverWords(&f)
 	return f
 }
 
@@ -446,7 +447,12 @@ func (h *host) shmDeletedFinding(pid int, uses []parse.ShmUse, holders map[strin
 	} else {
 		f.Actions = []Action{h.stopAction(gp)}
 	}
-	h.shmDeletedWords(&f, gp, served, others)
+	f.ServedBy, f.OthersMay = served, others
+	h.name(&f, pid)
+	for _, sf := range f.Shm {
+		h.name(&f, sf.PIDs...)
+	}
+	shmDeletedWords(&f)
 	return f
 }
 

@@ -27,7 +27,8 @@ func (h *host) probeLimitedFinding(ghost bool) (Finding, bool) {
 	if slices.ContainsFunc(rs, func(r Reason) bool { return r.Strong }) {
 		f.Severity = Warning
 	}
-	h.probeLimitedWords(&f)
+	f.NotRoot = h.notRoot()
+	probeLimitedWords(&f)
 	return f, true
 }
 

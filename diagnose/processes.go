@@ -436,31 +436,27 @@ func (h *host) jobKey(gp *GPUProcess) string {
 	return "pid " + strconv.Itoa(cur.PID)
 }
 
-// jobTitle is jobKey for people; procs are the job's processes.
-func (h *host) jobTitle(key string, procs []*GPUProcess) string {
-	comm := ""
-	if len(procs) > 0 {
-		comm = procs[0].Name
-		if p := h.procByPID[procs[0].PID]; p != nil && p.Comm != "" {
-			comm = p.Comm
+// busyJob is gpu-busy's job of key: its key, and the name that titles it (the first
+// process's for the children of a PID, the leader's for a PID's tree).
+func (h *host) busyJob(key string, procs []*GPUProcess) *BusyJob {
+	j := &BusyJob{Key: key, Processes: len(procs), GPUMiB: map[int]int64{}}
+	for _, gp := range procs {
+		for g, m := range gp.GPUMemoryMiB {
+			j.GPUMiB[g] += m
 		}
-	}
-	if rest, ok := strings.CutPrefix(key, "ppid "); ok {
-		if comm == "" {
-			return "the children of PID " + rest
-		}
-		return comm + " processes started by PID " + rest
 	}
 	if rest, ok := strings.CutPrefix(key, "pid "); ok {
 		pid, _ := strconv.Atoi(rest)
-		name := ""
 		if p := h.procByPID[pid]; p != nil {
-			name = p.Comm
+			j.Comm = p.Comm
 		}
-		if name == "" {
-			return "PID " + rest
-		}
-		return name + " (PID " + rest + ")"
+		return j
 	}
-	return key
+	if strings.HasPrefix(key, "ppid ") && len(procs) > 0 {
+		j.Comm = procs[0].Name
+		if p := h.procByPID[procs[0].PID]; p != nil && p.Comm != "" {
+			j.Comm = p.Comm
+		}
+	}
+	return j
 }

@@ -145,7 +145,8 @@ func (h *host) shmStaleFinding() (Finding, bool) {
 		f.Shm = append(f.Shm, h.shmFile(ix, e))
 		f.Actions = append(f.Actions, removeAction(e))
 	}
-	h.shmStaleWords(&f)
+	f.ShmTruncated, f.NotRoot = h.s.Shm.Truncated, h.notRoot()
+	shmStaleWords(&f)
 	return f, true
 }
 
@@ -224,7 +225,13 @@ func (h *host) shmFullFinding() (Finding, bool) {
 		Action{Kind: ActionInspect, Target: "/dev/shm", Steps: []Command{{Line: sudo + "du -sh /dev/shm/* 2>/dev/null | sort -h | tail"}}},
 		Action{Kind: ActionResizeShm, Target: "/dev/shm", Steps: []Command{{Line: sudo + "mount -o remount,size=<SIZE>G /dev/shm",
 			Note: "on the host; lasts until reboot, fstab makes it permanent"}}})
-	h.shmFullWords(&f, u, keep)
+	f.ShmUse = &ShmUse{SizeBytes: u.size, UsedBytes: u.used, AvailBytes: u.avail, Pct: u.pct,
+		Blamed: keep.blamed, BlamedBytes: keep.blamedBytes, Healthy: keep.healthy, HealthyBytes: keep.healthyBytes}
+	f.HoldersUnknown = h.holdersUnknown()
+	for _, sf := range f.Shm {
+		h.name(&f, sf.PIDs...)
+	}
+	shmFullWords(&f)
 	return f, true
 }
 

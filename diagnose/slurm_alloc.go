@@ -43,6 +43,7 @@ func (h *host) outsideAllocationFinding(gp *GPUProcess, r Reason) Finding {
 			{Line: "scontrol show config | grep -E 'ConstrainDevices|TaskPlugin'", Note: "Slurm keeps jobs off the GPUs they were not given only with ConstrainDevices=yes (cgroup.conf) and task/cgroup in TaskPlugin"},
 		}}},
 	}
-	h.outsideAllocationWords(&f, gp, r)
+	h.name(&f, gp.PID)
+	outsideAllocationWords(&f)
 	return f
 }

@@ -71,6 +71,7 @@ func (h *host) smiFinding() (Finding, bool) {
 	if p := h.s.Host.NvidiaSMIPath; p != "" {
 		f.Files = []string{p}
 	}
-	h.smiWords(&f, fl)
+	f.SMI = &SMIFailure{Message: fl.Message, ExitCode: fl.ExitCode, BusID: fl.BusID, Path: h.s.Host.NvidiaSMIPath}
+	smiWords(&f)
 	return f, true
 }

@@ -170,17 +170,61 @@ func fixWords(actions []Action, omitted int, checks []Command) []string {
 	return out
 }
 
+// ComposeWords composes f's words (Title, Explanation, Evidence, Fix) from its facts alone,
+// within the bounds a result keeps (budget.go): what Diagnose gives a finding, and what a
+// finding decoded from JSON gives again.
+func ComposeWords(f *Finding) {
+	f.Title, f.Explanation, f.Evidence, f.Fix = "", "", nil, nil
+	composeWords(f)
+	var fo folder
+	fo.foldWords(f)
+}
+
+// composeWords composes f's words by its code.
+func composeWords(f *Finding) {
+	if f.Folded != nil {
+		foldedWords(f)
+		return
+	}
+	switch f.Code {
+	case CodeMemoryImbalance:
+		imbalanceWords(f)
+	case CodeLeftoverProcess:
+		leftoverWords(f)
+	case CodeLeftoverUnconfirmed:
+		unconfirmedWords(f)
+	case CodeGPUOutsideAllocation:
+		outsideAllocationWords(f)
+	case CodeShmDeletedMapped:
+		shmDeletedWords(f)
+	case CodeDeadPIDMemory:
+		deadPIDWords(f)
+	case CodeGhostMemory:
+		ghostWords(f)
+	case CodeShmStale:
+		shmStaleWords(f)
+	case CodeShmFull:
+		shmFullWords(f)
+	case CodeGPUBusy:
+		busyWords(f)
+	case CodeSMIFailed:
+		smiWords(f)
+	case CodeProbeLimited:
+		probeLimitedWords(f)
+	}
+}
+
 // foldedWords composes the words of a finding that stands for the processes beyond
-// maxDetailed; what says what they do ("look abandoned").
-func foldedWords(f *Finding, what string) {
-	pids := f.PIDs
-	f.Title = fmt.Sprintf("%s more %s %s (not detailed)", thousands(int64(len(pids))), plural(len(pids), "process", "processes"), what)
+// maxDetailed; f.Folded says what they do ("look abandoned") and how many they are.
+func foldedWords(f *Finding) {
+	what, n, pids := f.Folded.What, f.Folded.Processes, f.PIDs
+	f.Title = fmt.Sprintf("%s more %s %s (not detailed)", thousands(int64(n)), plural(n, "process", "processes"), what)
 	f.Explanation = fmt.Sprintf("This host has more than %s such processes; the first %s are detailed above, and these are listed by PID only. Treat them the same way once the detailed ones are understood.",
 		thousands(maxDetailed), thousands(maxDetailed))
 	shown := firstN(pids, maxHolderLines)
 	line := fmtPIDs(shown)
-	if len(pids) > len(shown) {
-		line += fmt.Sprintf(" and %s more", thousands(int64(len(pids)-len(shown))))
+	if n > len(shown) {
+		line += fmt.Sprintf(" and %s more", thousands(int64(n-len(shown))))
 	}
 	f.Evidence = []string{line}
 }

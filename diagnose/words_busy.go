@@ -1,42 +1,70 @@
 package diagnose
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Words of gpu-busy.
 
-// busyWords composes a gpu-busy finding's words: the job (key) and its processes.
-func (h *host) busyWords(f *Finding, key string, procs []*GPUProcess) {
-	perGPU := map[int]int64{}
-	var total int64
-	for _, gp := range procs {
-		for g, m := range gp.GPUMemoryMiB {
-			perGPU[g] += m
-			total += m
+// jobTitle is a gpu-busy job for people: "python3 processes started by PID 812".
+func jobTitle(j BusyJob) string {
+	if rest, ok := strings.CutPrefix(j.Key, "ppid "); ok {
+		if j.Comm == "" {
+			return "the children of PID " + rest
+		}
+		return j.Comm + " processes started by PID " + rest
+	}
+	if rest, ok := strings.CutPrefix(j.Key, "pid "); ok {
+		if j.Comm == "" {
+			return "PID " + rest
+		}
+		return j.Comm + " (PID " + rest + ")"
+	}
+	return j.Key
+}
+
+// gpuMemory is the finding's memory facts of GPU g.
+func (f *Finding) gpuMemory(g int) GPUMemory {
+	for _, m := range f.Memory {
+		if m.Index == g {
+			return m
 		}
 	}
-	title := h.jobTitle(key, procs)
-	f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), len(procs), plural(len(procs), "process", "processes"))
+	return GPUMemory{Index: g}
+}
+
+// busyWords composes a gpu-busy finding's words: its job (f.Job) and processes (f.Named).
+func busyWords(f *Finding) {
+	j, n := f.Job, f.Job.Processes
+	var total int64
+	for _, m := range j.GPUMiB {
+		total += m
+	}
+	title := jobTitle(*j)
+	f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), n, plural(n, "process", "processes"))
 	f.Explanation = fmt.Sprintf("This GPU memory is held by %s, and nothing suggests %s abandoned. This is information about the host, not a problem.",
-		title, plural(len(procs), "it is", "they are"))
-	f.Evidence = append(f.Evidence, h.ownerEvidence(procs[0])...)
+		title, plural(n, "it is", "they are"))
+	f.Evidence = append(f.Evidence, ownerEvidence(f.Named[0])...)
 	for _, g := range f.GPUs {
-		line := fmt.Sprintf("GPU %d: %s used by this job", g, fmtMiB(perGPU[g]))
-		if gg := h.gpuByIndex[g]; gg != nil && gg.MemoryUsedMiB != nil && gg.MemoryTotalMiB != nil {
-			line += fmt.Sprintf(" (GPU: %s of %s used)", thousands(*gg.MemoryUsedMiB), fmtMiB(*gg.MemoryTotalMiB))
+		line := fmt.Sprintf("GPU %d: %s used by this job", g, fmtMiB(j.GPUMiB[g]))
+		if m := f.gpuMemory(g); m.UsedMiB != nil && m.TotalMiB != nil {
+			line += fmt.Sprintf(" (GPU: %s of %s used)", thousands(*m.UsedMiB), fmtMiB(*m.TotalMiB))
 		}
 		f.Evidence = append(f.Evidence, line)
 	}
-	const maxLines = 10
-	for i, gp := range procs {
-		if i == maxLines {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("… and %d more processes", len(procs)-maxLines))
-			break
-		}
+	for _, p := range f.Named {
 		age := "age unknown"
-		if gp.Elapsed != nil {
-			age = "up " + FormatAge(*gp.Elapsed)
+		if e := p.elapsed(); e != nil {
+			age = "up " + FormatAge(*e)
 		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d (%s, %s, %s on %s): %s", gp.PID, h.userName(gp.UID, gp.User), age,
-			fmtMiB(gp.memMiB()), FormatGPUs(gp.memGPUs()), h.cmdline(gp.PID)))
+		f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d (%s, %s, %s on %s): %s", p.PID, p.User, age,
+			fmtMiB(p.memMiB()), FormatGPUs(p.memGPUs()), p.Cmdline))
+	}
+	if n > maxBusyLines {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("… and %d more processes", n-maxBusyLines))
 	}
 }
+
+// maxBusyLines bounds the processes a gpu-busy finding describes.
+const maxBusyLines = 10

@@ -7,11 +7,22 @@ import (
 
 // Words of dead-pid-memory.
 
-// deadPIDWords composes a dead-pid-memory finding's words from its facts.
-func (h *host) deadPIDWords(f *Finding, dead *GPUProcess, tied, others []Reason) {
+// deadPIDWords composes a dead-pid-memory finding's words from its facts: the gone PID's
+// listed-pid-gone reason, then its device keepers' holds-device reasons, those tied to it
+// (by process group or session) first.
+func deadPIDWords(f *Finding) {
+	dead := f.Reasons[0]
+	var tied, others []Reason
+	for _, r := range f.Reasons[1:] {
+		if r.Strong {
+			tied = append(tied, r)
+		} else {
+			others = append(others, r)
+		}
+	}
 	mem := "memory"
-	if m := dead.memMiB(); m > 0 {
-		mem = fmtMiB(m)
+	if dead.MiB > 0 {
+		mem = fmtMiB(dead.MiB)
 	}
 	on := FormatGPUs(f.GPUs)
 	var ex strings.Builder
@@ -31,8 +42,8 @@ func (h *host) deadPIDWords(f *Finding, dead *GPUProcess, tied, others []Reason)
 	}
 	f.Explanation = ex.String()
 	f.Evidence = append(f.Evidence, fmt.Sprintf("PID %d: listed by nvidia-smi with %s on %s; /proc/%d did not exist right after the listing", dead.PID, mem, on, dead.PID))
-	for _, r := range append(append([]Reason{}, tied...), others...) {
-		f.Evidence = append(f.Evidence, h.keeperLine(r))
+	for _, r := range f.Reasons[1:] {
+		f.Evidence = append(f.Evidence, keeperLine(f.named(r.PID), r))
 	}
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
 }
@@ -53,15 +64,14 @@ func tieWords(tied []Reason) string {
 	return "process group"
 }
 
-// keeperLine is one holds-device reason as an evidence line.
-func (h *host) keeperLine(r Reason) string {
-	gp := h.gpByPID[r.PID]
-	who := fmt.Sprintf("PID %d, %s", r.PID, h.userName(gp.UID, gp.User))
-	if gp.Elapsed != nil {
-		who += ", up " + FormatAge(*gp.Elapsed)
+// keeperLine is one holds-device reason as an evidence line; p is its process.
+func keeperLine(p Process, r Reason) string {
+	who := fmt.Sprintf("PID %d, %s", r.PID, p.User)
+	if e := p.elapsed(); e != nil {
+		who += ", up " + FormatAge(*e)
 	}
-	if gp.PPID != nil {
-		who += fmt.Sprintf(", parent PID %d", *gp.PPID)
+	if p.PPID != nil {
+		who += fmt.Sprintf(", parent PID %d", *p.PPID)
 	}
 	tie := "not in its process group or session"
 	switch r.Detail {
@@ -70,5 +80,5 @@ func (h *host) keeperLine(r Reason) string {
 	case tieSession:
 		tie = "in its session"
 	}
-	return fmt.Sprintf("%s (%s) holds the device of %s open: %s", who, tie, FormatGPUs(r.GPUs), h.cmdline(r.PID))
+	return fmt.Sprintf("%s (%s) holds the device of %s open: %s", who, tie, FormatGPUs(r.GPUs), p.Cmdline)
 }

@@ -10,19 +10,20 @@ import (
 // Words of leftover-process, and the lines that describe a process in any finding.
 
 // holdsWords is what a process holds, for a sentence: "holds 55,286 MiB on GPU 0".
-func holdsWords(gp *GPUProcess) string {
-	if mem := gp.memMiB(); mem > 0 {
-		return "holds " + fmtMiB(mem) + " on " + FormatGPUs(gp.memGPUs())
+func holdsWords(p Process) string {
+	if mem := p.memMiB(); mem > 0 {
+		return "holds " + fmtMiB(mem) + " on " + FormatGPUs(p.memGPUs())
 	}
-	return "holds " + FormatGPUs(gp.GPUs)
+	return "holds " + FormatGPUs(p.GPUs)
 }
 
 // leftoverWords composes a leftover-process finding's words from its facts.
-func (h *host) leftoverWords(f *Finding, gp *GPUProcess) {
-	holds := holdsWords(gp)
-	f.Title = fmt.Sprintf("PID %d looks abandoned: %s %s", gp.PID, shortCmd(gp), holds)
+func leftoverWords(f *Finding) {
+	p := f.named(f.PIDs[0])
+	holds := holdsWords(p)
+	f.Title = fmt.Sprintf("PID %d looks abandoned: %s %s", p.PID, p.Command, holds)
 	var ex strings.Builder
-	fmt.Fprintf(&ex, "PID %d %s, but it looks left over from an earlier run: %s. ", gp.PID, holds, reasonsWords(f.Reasons))
+	fmt.Fprintf(&ex, "PID %d %s, but it looks left over from an earlier run: %s. ", p.PID, holds, reasonsWords(f.Reasons))
 	ex.WriteString("Until it exits, that GPU memory is unavailable to new jobs, and a tensor-parallel job that spans these GPUs will refuse to start or run out of memory. ")
 	if i := slices.IndexFunc(f.Reasons, func(r Reason) bool { return r.Code == ReasonZombie }); i >= 0 {
 		ex.WriteString(zombieFixWords(f.Reasons[i]))
@@ -30,66 +31,62 @@ func (h *host) leftoverWords(f *Finding, gp *GPUProcess) {
 		ex.WriteString("Stop it with the commands below (gputriage never runs them); check first that nobody still needs it.")
 	}
 	f.Explanation = ex.String()
-	f.Evidence = h.processLines(gp)
-	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
-	for _, g := range gp.memGPUs() {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(gp.GPUMemoryMiB[g])))
+	f.Evidence = processLines(p)
+	f.Evidence = append(f.Evidence, ownerEvidence(p)...)
+	for _, g := range p.memGPUs() {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(p.GPUMemoryMiB[g])))
 	}
 	f.Evidence = append(f.Evidence, reasonLines(f.Reasons)...)
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
 }
 
 // processLines describe a process: its command line, user, age, state and parent.
-func (h *host) processLines(gp *GPUProcess) []string {
-	ev := []string{"cmdline: " + h.cmdline(gp.PID), "user: " + h.userName(gp.UID, gp.User)}
-	p := h.procByPID[gp.PID]
-	if gp.Elapsed != nil {
-		line := "running for " + FormatAge(*gp.Elapsed)
-		if p != nil && p.StartTime != nil {
-			line += " (started " + fmtTime(*p.StartTime) + ")"
+func processLines(p Process) []string {
+	ev := []string{"cmdline: " + p.Cmdline, "user: " + p.User}
+	if e := p.elapsed(); e != nil {
+		line := "running for " + FormatAge(*e)
+		if p.Started != nil {
+			line += " (started " + fmtTime(*p.Started) + ")"
 		}
 		ev = append(ev, line)
 	}
-	if gp.State != "" {
-		line := "state: " + gp.State
-		if n := stateNames[gp.State]; n != "" {
+	if p.State != "" {
+		line := "state: " + p.State
+		if n := stateNames[p.State]; n != "" {
 			line += " (" + n + ")"
 		}
 		ev = append(ev, line)
 	}
-	if gp.PPID != nil {
-		ev = append(ev, h.parentLine(gp))
+	if p.PPID != nil {
+		ev = append(ev, parentLine(p))
 	}
 	return ev
 }
 
-// parentLine names gp's parent; a parent that is GPU work judged healthy is said to be so,
+// parentLine names p's parent; a parent that is GPU work judged healthy is said to be so,
 // lest its PID read as blame.
-func (h *host) parentLine(gp *GPUProcess) string {
-	line := "parent: PID " + strconv.Itoa(*gp.PPID)
-	if *gp.PPID == 1 && !managed(gp) {
+func parentLine(p Process) string {
+	line := "parent: PID " + strconv.Itoa(*p.PPID)
+	switch {
+	case p.Orphaned:
 		return line + " (orphaned: re-parented to init)"
-	}
-	pp := h.procByPID[*gp.PPID]
-	if pp == nil || pp.Comm == "" {
+	case p.ParentName == "":
 		return line
+	case p.ParentHealthy:
+		return line + " (" + p.ParentName + ", looks healthy)"
 	}
-	_, bad := h.leftovers[pp.PID]
-	if parent := h.gpByPID[pp.PID]; parent != nil && !bad && gp.State != "Z" && parent.memMiB() > 0 {
-		return line + " (" + pp.Comm + ", looks healthy)"
-	}
-	return line + " (" + pp.Comm + ")"
+	return line + " (" + p.ParentName + ")"
 }
 
 // ownerEvidence names the unit, container and job a process runs in.
-func (h *host) ownerEvidence(gp *GPUProcess) []string {
+func ownerEvidence(p Process) []string {
 	var ev []string
-	if ref, ok := h.procUnit(gp); ok {
-		line := "systemd unit: " + h.unitLabel(ref)
-		if u := h.unitState(ref); u != nil {
-			line += " (" + u.ActiveState
-			if u.SubState != "" {
-				line += "/" + u.SubState
+	if p.Unit != "" {
+		line := "systemd unit: " + p.Unit
+		if u := p.UnitState; u != nil {
+			line += " (" + u.Active
+			if u.Sub != "" {
+				line += "/" + u.Sub
 			}
 			if u.Result != "" && u.Result != "success" {
 				line += ", result " + u.Result
@@ -100,16 +97,16 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 		}
 		ev = append(ev, line)
 	}
-	if gp.Container != "" {
-		ev = append(ev, "container: "+gp.Container)
+	if p.Container != "" {
+		ev = append(ev, "container: "+p.Container)
 	}
-	if gp.SlurmJob != "" {
-		line := "Slurm job: " + gp.SlurmJob
-		if p := h.procByPID[gp.PID]; p != nil && p.Cgroup.SlurmStep != "" {
-			line += " step " + p.Cgroup.SlurmStep
+	if p.SlurmJob != "" {
+		line := "Slurm job: " + p.SlurmJob
+		if p.SlurmStep != "" {
+			line += " step " + p.SlurmStep
 		}
 		ev = append(ev, line)
-		if l := h.slurmGresEvidence(gp); l != "" {
+		if l := slurmGresEvidence(p); l != "" {
 			ev = append(ev, l)
 		}
 	}
@@ -119,20 +116,15 @@ func (h *host) ownerEvidence(gp *GPUProcess) []string {
 // keepersText names the other processes that keep a deleted /dev/shm file, the live service
 // of a running unit as healthy: another user may keep its files too (having mapped them
 // before they were deleted), and that is no fault of the service.
-func (h *host) keepersText(pids []int) string {
+func keepersText(f *Finding, pids []int) string {
 	var plain, healthy []string
 	for _, pid := range pids {
-		p := h.procByPID[pid]
-		if p == nil || h.shmBlamed(p) {
+		p := f.named(pid)
+		if !p.ShmHealthy {
 			plain = append(plain, strconv.Itoa(pid))
 			continue
 		}
-		gp := h.gpByPID[pid]
-		if gp == nil {
-			gp = h.plainProcess(pid)
-		}
-		u, _ := h.servedUnit(gp)
-		healthy = append(healthy, fmt.Sprintf("PID %d (the live service of %s: looks healthy)", pid, h.unitLabel(u)))
+		healthy = append(healthy, fmt.Sprintf("PID %d (the live service of %s: looks healthy)", pid, p.Service))
 	}
 	if len(plain) > 0 {
 		healthy = append([]string{plural(len(plain), "PID ", "PIDs ") + strings.Join(plain, ", ")}, healthy...)
@@ -141,7 +133,7 @@ func (h *host) keepersText(pids []int) string {
 }
 
 // shmFileLine describes one deleted /dev/shm file a process keeps.
-func (h *host) shmFileLine(sf ShmFile) string {
+func shmFileLine(f *Finding, sf ShmFile) string {
 	size := "size unknown"
 	if sf.Bytes != nil {
 		size = fmtBytes(*sf.Bytes)
@@ -163,7 +155,7 @@ func (h *host) shmFileLine(sf ShmFile) string {
 		} else {
 			line += ", also kept by "
 		}
-		line += h.keepersText(sf.PIDs[1:])
+		line += keepersText(f, sf.PIDs[1:])
 		if sf.MorePIDs > 0 {
 			line += fmt.Sprintf(" and %d more", sf.MorePIDs)
 		}
@@ -192,17 +184,18 @@ func shmAmount(files []ShmFile) string {
 	return fmtBytes(total)
 }
 
-// shmDeletedWords composes a shm-deleted-mapped finding's words from its facts; served names
-// the running unit whose live service the process is, and others how another user could have
-// deleted its files, when that makes it Info.
-func (h *host) shmDeletedWords(f *Finding, gp *GPUProcess, served string, others *OthersMay) {
-	pid, n := gp.PID, len(f.Shm)
+// shmDeletedWords composes a shm-deleted-mapped finding's words from its facts; ServedBy
+// names the running unit whose live service the process is, and OthersMay how another user
+// could have deleted its files, when that makes it Info.
+func shmDeletedWords(f *Finding) {
+	p := f.named(f.PIDs[0])
+	pid, n := p.PID, len(f.Shm)
 	amount := shmAmount(f.Shm)
 	f.Title = fmt.Sprintf("PID %d keeps %s of deleted /dev/shm %s in RAM", pid, amount, plural(n, "file", "files"))
-	f.Evidence = []string{"held by PID " + strconv.Itoa(pid) + ": " + h.cmdline(pid), "user: " + h.userName(gp.UID, gp.User)}
-	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
+	f.Evidence = []string{"held by PID " + strconv.Itoa(pid) + ": " + p.Cmdline, "user: " + p.User}
+	f.Evidence = append(f.Evidence, ownerEvidence(p)...)
 	for _, sf := range f.Shm {
-		f.Evidence = append(f.Evidence, h.shmFileLine(sf))
+		f.Evidence = append(f.Evidence, shmFileLine(f, sf))
 	}
 	f.Evidence = append(f.Evidence, "total: "+amount)
 	f.Explanation = fmt.Sprintf("%d %s under /dev/shm %s deleted (with rm, or by the program itself) while PID %d still maps or holds %s open. "+
@@ -210,23 +203,24 @@ func (h *host) shmDeletedWords(f *Finding, gp *GPUProcess, served string, others
 		"Running rm again, or dropping caches, does not help; nor does it give back any GPU memory the process holds. "+
 		"The RAM comes back only when PID %d (and any other process listed) exits.",
 		n, plural(n, "file", "files"), plural(n, "was", "were"), pid, plural(n, "it", "them"), pid)
-	if served != "" {
-		f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.", pid, served)
-	} else if others != nil {
-		f.Explanation += fmt.Sprintf(" A user other than its owner and root could have deleted %s (%s): that is no sign that PID %d is abandoned, and nothing here stops it.", plural(n, "it", "them"), others.Words(), pid)
+	if f.ServedBy != "" {
+		f.Explanation += fmt.Sprintf(" PID %d is the live service of %s, which its manager reports running: it looks healthy, and nothing here stops it.", pid, f.ServedBy)
+	} else if f.OthersMay != nil {
+		f.Explanation += fmt.Sprintf(" A user other than its owner and root could have deleted %s (%s): that is no sign that PID %d is abandoned, and nothing here stops it.", plural(n, "it", "them"), f.OthersMay.Words(), pid)
 	}
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
 }
 
 // unconfirmedWords composes a leftover-unconfirmed finding's words from its facts.
-func (h *host) unconfirmedWords(f *Finding, gp *GPUProcess) {
-	f.Title = fmt.Sprintf("PID %d (%s) %s: files it uses are gone, but another user could have removed them; only you can judge whether it is still needed", gp.PID, shortCmd(gp), holdsWords(gp))
+func unconfirmedWords(f *Finding) {
+	p := f.named(f.PIDs[0])
+	f.Title = fmt.Sprintf("PID %d (%s) %s: files it uses are gone, but another user could have removed them; only you can judge whether it is still needed", p.PID, p.Command, holdsWords(p))
 	f.Explanation = fmt.Sprintf("PID %d %s. What would mark it left over rests on evidence that a user other than its owner and root could have made: %s. "+
 		"A healthy server looks just the same after another user deletes its files or renames its model directory, so gputriage does not call it abandoned: "+
 		"gputriage fix shows it as needing your judgement and stops it only if you name it (--include %d). "+
-		"Ask its owner, or look at what it is doing, first.", gp.PID, holdsWords(gp), reasonsWords(f.Reasons), gp.PID)
-	f.Evidence = h.processLines(gp)
-	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
+		"Ask its owner, or look at what it is doing, first.", p.PID, holdsWords(p), reasonsWords(f.Reasons), p.PID)
+	f.Evidence = processLines(p)
+	f.Evidence = append(f.Evidence, ownerEvidence(p)...)
 	f.Evidence = append(f.Evidence, reasonLines(f.Reasons)...)
 	f.Fix = fixWords(f.Actions, 0, f.Checks)
 }

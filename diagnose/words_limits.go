@@ -46,6 +46,18 @@ func limitLine(r Reason) string {
 	return string(r.Code)
 }
 
+// NoteLines are the evidence lines of probe-limited that are the probe's own notes, as it
+// printed them (a report shows them apart).
+func NoteLines(f Finding) []string {
+	var out []string
+	for _, r := range f.Reasons {
+		if r.Code == ReasonProbeNote {
+			out = append(out, limitLine(r))
+		}
+	}
+	return out
+}
+
 // limitWhy is why a strong limit matters, and its rank among the others.
 func limitWhy(r Reason) (rank int, why string) {
 	switch {
@@ -74,7 +86,7 @@ func limitTitle(n int) string {
 }
 
 // probeLimitedWords composes a probe-limited finding's words from its limits.
-func (h *host) probeLimitedWords(f *Finding) {
+func probeLimitedWords(f *Finding) {
 	var unmatched []string
 	at := -1 // where the one line of unmatched apps goes
 	whys := map[int]string{}
@@ -108,7 +120,7 @@ func (h *host) probeLimitedWords(f *Finding) {
 		}
 		f.Explanation = "The probe's view of this host is incomplete in a way that matters: " + strings.Join(why, "; ") + "."
 	}
-	if h.notRoot() && !strings.Contains(f.Explanation, "--sudo") {
+	if f.NotRoot && !strings.Contains(f.Explanation, "--sudo") {
 		f.Explanation += " Rerunning gputriage with --sudo (or as root) lets the probe see every process."
 	}
 }

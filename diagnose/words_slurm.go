@@ -30,19 +30,20 @@ func slurmWords(r Reason) string {
 
 // outsideAllocationWords composes a gpu-outside-allocation finding's words: the job, the
 // GPUs it was not given, that it runs (no leftover), and why Slurm let it.
-func (h *host) outsideAllocationWords(f *Finding, gp *GPUProcess, r Reason) {
+func outsideAllocationWords(f *Finding) {
+	p, r := f.named(f.PIDs[0]), f.Reasons[0]
 	job := "Slurm job " + r.Job
 	if r.User != "" {
 		job += " of " + r.User
 	}
-	f.Title = fmt.Sprintf("%s uses %s, which it was not allocated on node %s: PID %d (%s)", job, FormatGPUs(r.GPUs), r.Node, gp.PID, shortCmd(gp))
+	f.Title = fmt.Sprintf("%s uses %s, which it was not allocated on node %s: PID %d (%s)", job, FormatGPUs(r.GPUs), r.Node, p.PID, p.Command)
 	f.Explanation = fmt.Sprintf("%s. The job is running: this is not a leftover but work outside its allocation, which takes memory and compute from the jobs Slurm gives %s. %s "+
 		"Ask the job's user to use only the GPUs Slurm gives it (Slurm sets CUDA_VISIBLE_DEVICES to them), and have Slurm confine jobs to their GPUs.",
 		capitalize(slurmWords(r)), plural(len(r.GPUs), "that GPU", "those GPUs"), confinementWords(r))
-	f.Evidence = h.processLines(gp)
-	f.Evidence = append(f.Evidence, h.ownerEvidence(gp)...)
-	for _, g := range gp.memGPUs() {
-		line := fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(gp.GPUMemoryMiB[g]))
+	f.Evidence = processLines(p)
+	f.Evidence = append(f.Evidence, ownerEvidence(p)...)
+	for _, g := range p.memGPUs() {
+		line := fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(p.GPUMemoryMiB[g]))
 		if slices.Contains(r.GPUs, g) {
 			line += " (not allocated to the job)"
 		}
@@ -76,17 +77,13 @@ func capitalize(s string) string {
 
 // slurmGresEvidence is a line for a Slurm job's process on a node without GPU GRES: Slurm
 // allocates no GPUs there, so its GPU use is its own business. "" otherwise.
-func (h *host) slurmGresEvidence(gp *GPUProcess) string {
-	t, ok := h.slurmTieOf(gp)
-	if !ok || t.Job == nil {
+func slurmGresEvidence(p Process) string {
+	if !p.NoGPUGres {
 		return ""
 	}
-	if g := h.nodeGPUGres(t.Node); g != nil && !*g {
-		where := "this node"
-		if t.Node != "" {
-			where = "node " + t.Node
-		}
-		return "Slurm: GPUs are not configured as GRES on " + where + ": Slurm allocates no GPUs here, and any job may use any GPU"
+	where := "this node"
+	if p.SlurmNode != "" {
+		where = "node " + p.SlurmNode
 	}
-	return ""
+	return "Slurm: GPUs are not configured as GRES on " + where + ": Slurm allocates no GPUs here, and any job may use any GPU"
 }

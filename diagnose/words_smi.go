@@ -63,7 +63,8 @@ func onBus(bus string) string {
 }
 
 // smiWords composes a smi-failed finding's words: its meaning, and what nvidia-smi said.
-func (h *host) smiWords(f *Finding, fl *parse.SMIFailure) {
+func smiWords(f *Finding) {
+	fl := f.SMI
 	f.Title, f.Explanation = smiMeaning(parse.SMIFailureKind(f.Kind), fl.BusID)
 	for _, l := range strings.Split(strings.TrimSpace(fl.Message), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -76,8 +77,8 @@ func (h *host) smiWords(f *Finding, fl *parse.SMIFailure) {
 	if fl.BusID != "" {
 		f.Evidence = append(f.Evidence, "PCI bus id: "+fl.BusID)
 	}
-	if p := h.s.Host.NvidiaSMIPath; p != "" {
-		f.Evidence = append(f.Evidence, "nvidia-smi path: "+p)
+	if fl.Path != "" {
+		f.Evidence = append(f.Evidence, "nvidia-smi path: "+fl.Path)
 	}
 	f.Evidence = append(f.Evidence, "kind: "+f.Kind)
 	f.Fix = fixWords(f.Actions, 0, nil)

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/gputriage/gputriage/diagnose"
-	"github.com/gputriage/gputriage/parse"
 )
 
 // The compact form of a finding, shared by text and Markdown: under its title, its reasons
@@ -22,42 +21,28 @@ func compactLines(f diagnose.Finding, h Host, verbose bool) []string {
 			continue // the probe's notes are shown under probe-limited as they are
 		}
 		if r.Strong || verbose {
-			out = append(out, reasonPhrase(r, shmListed))
+			out = append(out, diagnose.ReasonPhrase(r, shmListed, foldPaths))
 		}
 	}
-	if p := explainedBy(f, h.Result.Findings); p != "" {
+	if p := diagnose.ExplainedBy(f, h.Result.Findings); p != "" {
 		out = append(out, p)
 	}
-	out = append(out, keyLines(f)...)
+	out = append(out, diagnose.KeyLines(f)...)
 	return append(out, shmLines(findingShm(f, h.Result.Processes))...)
 }
 
 // detailEvidence is the evidence -v and Markdown's details show: all of it but the key lines,
 // which the compact form shows already, and the probe's notes, which are shown under
 // probe-limited.
-func detailEvidence(f diagnose.Finding, s *parse.Snapshot) []string {
-	var notes []string
-	if s != nil && f.Code == diagnose.CodeProbeLimited {
-		for _, n := range s.Notes {
-			notes = append(notes, noteLine(n))
-		}
-	}
+func detailEvidence(f diagnose.Finding) []string {
+	notes := diagnose.NoteLines(f)
 	var out []string
 	for _, e := range f.Evidence {
-		if !isKeyLine(f.Code, e) && !slices.Contains(notes, e) {
+		if !diagnose.IsKeyLine(f.Code, e) && !slices.Contains(notes, e) {
 			out = append(out, e)
 		}
 	}
 	return out
-}
-
-// noteLine is a probe note as probe-limited's evidence writes it: "code: message".
-func noteLine(n parse.Note) string {
-	msg := n.Message
-	if msg == "" {
-		msg = n.Code
-	}
-	return n.Code + ": " + msg
 }
 
 // hasCode reports whether fs holds a finding of code.

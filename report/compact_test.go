@@ -168,7 +168,7 @@ func TestWhatToDoResolvesOnlyAlone(t *testing.T) {
 			var got []string
 			for _, it := range hostTodo([]diagnose.Finding{tt.f}).items {
 				if it.kind != diagnose.ActionNarrowLaunch {
-					got = append(got, resolvesText(it.codes, it.partly))
+					got = append(got, diagnose.ResolvesWords(it.codes, it.partly))
 				}
 			}
 			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {

@@ -173,7 +173,7 @@ func shmLines(files []diagnose.ShmFile) []string {
 	}
 	var classes []*class
 	for i, f := range files {
-		st, ow := shmState(f), Sanitize(f.Owner)
+		st, ow := diagnose.ShmState(f), Sanitize(f.Owner)
 		var c *class
 		for _, x := range classes {
 			if x.state == st && x.owner == ow {
@@ -227,11 +227,11 @@ func shmGroupTail(files []diagnose.ShmFile, state, owner string) string {
 	switch {
 	case !known:
 	case len(files) == 1:
-		sizes = append(sizes, sizeText(total))
+		sizes = append(sizes, diagnose.FormatSize(total))
 	case same:
-		sizes = append(sizes, sizeText(*files[0].Bytes)+" each", sizeText(total)+" in all")
+		sizes = append(sizes, diagnose.FormatSize(*files[0].Bytes)+" each", diagnose.FormatSize(total)+" in all")
 	default:
-		sizes = append(sizes, sizeText(total)+" in all")
+		sizes = append(sizes, diagnose.FormatSize(total)+" in all")
 	}
 	if owner != "" {
 		sizes = append(sizes, "owner "+owner)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -298,6 +299,22 @@ type jsonFinding struct {
 	Shm     []jsonShmFile `json:"shm"`
 	// IfAbandoned: leftover-unconfirmed's stop, for an operator who judges it abandoned.
 	IfAbandoned []jsonAction `json:"if_abandoned"`
+	// What the words say beyond the facts above (diagnose/facts_named.go), as diagnose holds
+	// it: title, explanation, evidence and fix are composed from the facts in JSON alone.
+	Named          []diagnose.Process   `json:"named"`
+	Imbalance      *diagnose.Imbalance  `json:"imbalance"`
+	Check          *diagnose.GroupCheck `json:"check"`
+	Omitted        int                  `json:"omitted"`
+	Job            *diagnose.BusyJob    `json:"job"`
+	Memory         []diagnose.GPUMemory `json:"memory"`
+	ShmUse         *diagnose.ShmUse     `json:"shm_use"`
+	ShmTruncated   bool                 `json:"shm_truncated"`
+	HoldersUnknown bool                 `json:"holders_unknown"`
+	ServedBy       *string              `json:"served_by"`
+	OthersMay      *jsonOthersMay       `json:"others_may"`
+	SMI            *diagnose.SMIFailure `json:"smi"`
+	NotRoot        bool                 `json:"not_root"`
+	Folded         *diagnose.Folded     `json:"folded"`
 }
 
 type jsonReason struct {
@@ -316,8 +333,13 @@ type jsonReason struct {
 	Orphaned    bool           `json:"orphaned"`
 	Note        *string        `json:"note"`
 	Detail      *string        `json:"detail"`
-	// MiB is the GPU memory nvidia-smi charges to the gone PID (listed-pid-gone only).
-	MiB     *int64  `json:"mib,omitempty"`
+	// MiB is the GPU memory nvidia-smi charges to the gone PID (listed-pid-gone), or that the
+	// job's process holds on the GPUs in Held (job-ended, gpu-not-allocated); absent otherwise.
+	MiB  *int64 `json:"mib,omitempty"`
+	Held []int  `json:"held,omitempty"`
+	// Purged and Ended (job-ended): Slurm no longer knows the job; Slurm gave its end time.
+	Purged  bool    `json:"purged,omitempty"`
+	Ended   bool    `json:"ended,omitempty"`
 	Bytes   *int64  `json:"bytes"`
 	Job     *string `json:"slurm_job"`
 	JobUser *string `json:"job_user"`
@@ -500,10 +522,20 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}
-		if r.Code == diagnose.ReasonListedPIDGone {
-			j.Reasons[len(j.Reasons)-1].MiB = &r.MiB
+		switch r.Code {
+		case diagnose.ReasonListedPIDGone, diagnose.ReasonJobEnded, diagnose.ReasonGPUNotAllocated:
+			jr := &j.Reasons[len(j.Reasons)-1]
+			jr.MiB, jr.Purged, jr.Ended = &r.MiB, r.Purged, r.Ended
+			if r.Code != diagnose.ReasonListedPIDGone {
+				jr.Held = r.Held
+			}
 		}
 	}
+	j.Named, j.Memory = orEmptyOf(f.Named), orEmptyOf(f.Memory)
+	j.Imbalance, j.Check, j.Omitted, j.Job = jsonImbalanceOf(f.Imbalance), jsonCheckOf(f.Check), f.Omitted, f.Job
+	j.ShmUse, j.ShmTruncated, j.HoldersUnknown = f.ShmUse, f.ShmTruncated, f.HoldersUnknown
+	j.ServedBy, j.OthersMay, j.SMI = optStr(f.ServedBy), jsonOthersMayOf(f.OthersMay), f.SMI
+	j.NotRoot, j.Folded = f.NotRoot, f.Folded
 	j.Actions, j.IfAbandoned = jsonActions(f.Actions), jsonActions(f.IfAbandoned)
 	for _, sf := range f.Shm {
 		js := jsonShmFile{Path: validUTF8(sf.Path), Bytes: sf.Bytes, Dir: sf.Dir, Deleted: sf.Deleted, Mapped: sf.Mapped,
@@ -514,6 +546,30 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 		j.Shm = append(j.Shm, js)
 	}
 	return j
+}
+
+// jsonImbalanceOf is im with its lists [] where empty, as JSON writes lists.
+func jsonImbalanceOf(im *diagnose.Imbalance) *diagnose.Imbalance {
+	if im == nil {
+		return nil
+	}
+	c := *im
+	c.Short = orEmptyOf(slices.Clone(c.Short))
+	for i := range c.Short {
+		c.Short[i].Holders, c.Short[i].DeviceOpen = orEmptyOf(c.Short[i].Holders), orEmpty(c.Short[i].DeviceOpen)
+	}
+	c.Leftover, c.Healthy, c.StillShort, c.RoomAfter = orEmpty(c.Leftover), orEmpty(c.Healthy), orEmpty(c.StillShort), orEmpty(c.RoomAfter)
+	return &c
+}
+
+// jsonCheckOf is c with its lists [] where empty.
+func jsonCheckOf(c *diagnose.GroupCheck) *diagnose.GroupCheck {
+	if c == nil {
+		return nil
+	}
+	d := *c
+	d.VLLMFail, d.VLLMPass = orEmpty(d.VLLMFail), orEmpty(d.VLLMPass)
+	return &d
 }
 
 func jsonActions(as []diagnose.Action) []jsonAction {
@@ -593,9 +649,12 @@ func optTime(t *time.Time) *string {
 	return &s
 }
 
-func orEmpty(xs []int) []int {
+func orEmpty(xs []int) []int { return orEmptyOf(xs) }
+
+// orEmptyOf is xs, or an empty list for nil: JSON lists are [], never null.
+func orEmptyOf[T any](xs []T) []T {
 	if xs == nil {
-		return []int{}
+		return []T{}
 	}
 	return xs
 }

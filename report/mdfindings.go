@@ -66,10 +66,10 @@ func (m *mdWriter) findingDetails(f diagnose.Finding, s *parse.Snapshot) {
 	var ev []string
 	for _, r := range f.Reasons {
 		if !r.Strong && r.Code != diagnose.ReasonProbeNote {
-			ev = append(ev, "weak reason: "+reasonPhrase(r, false))
+			ev = append(ev, "weak reason: "+diagnose.ReasonPhrase(r, false, foldPaths))
 		}
 	}
-	ev = append(ev, detailEvidence(f, s)...)
+	ev = append(ev, detailEvidence(f)...)
 	for _, e := range ev {
 		b.WriteString("- " + mdLine(e) + "\n")
 	}

@@ -329,6 +329,8 @@ var verbatim = map[reflect.Type][]string{
 	reflect.TypeFor[diagnose.Finding](): {"Code", "Kind"},
 	reflect.TypeFor[diagnose.Reason]():  {"Code", "Note"},
 	reflect.TypeFor[diagnose.Action]():  {"Kind"},
+	reflect.TypeFor[diagnose.Process](): {"Verdict"},
+	reflect.TypeFor[diagnose.Folded]():  {"What"},
 	reflect.TypeFor[parse.Note]():       {"Code"},
 	reflect.TypeFor[parse.SMIFailure](): {"Kind"},
 	reflect.TypeFor[HostError]():        {"Phase", "Kind"},

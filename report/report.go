@@ -255,22 +255,6 @@ func mib(v int64) string {
 	return b.String()
 }
 
-// bytesHuman formats a byte count in binary units with one decimal: "51.2 GiB".
-func bytesHuman(v int64) string {
-	const unit = 1024
-	if v < unit {
-		return fmt.Sprintf("%d B", v)
-	}
-	f := float64(v)
-	for _, u := range []string{"KiB", "MiB", "GiB", "TiB"} {
-		f /= unit
-		if f < unit || u == "TiB" {
-			return fmt.Sprintf("%.1f %s", f, u)
-		}
-	}
-	return "" // unreachable
-}
-
 // age formats a process age as the findings do; "?" when unknown.
 func age(d *time.Duration) string {
 	if d == nil || *d < 0 {

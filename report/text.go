@@ -554,9 +554,9 @@ func procWidths(rows []procRow, width int) procColumns {
 
 // shmText describes one /dev/shm use: "/dev/shm/x (deleted, mapped, 51.2 GiB)".
 func shmText(u parse.ShmUse) string {
-	how := shmHow(u.Deleted, u.Mapped, u.Open)
+	how := diagnose.ShmHow(u.Deleted, u.Mapped, u.Open)
 	if u.Bytes != nil {
-		how = append(how, bytesHuman(*u.Bytes))
+		how = append(how, diagnose.FormatBytes(*u.Bytes))
 	}
 	s := Sanitize(u.Path)
 	if len(how) > 0 {

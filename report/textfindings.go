@@ -59,7 +59,7 @@ func (t *textWriter) finding(f diagnose.Finding, h Host, gi int, d *details) {
 	for _, l := range lines(f.Explanation) {
 		t.wrap(indent, indent, l)
 	}
-	for _, e := range detailEvidence(f, h.Snapshot) {
+	for _, e := range detailEvidence(f) {
 		t.wrap(indent+"- ", indent+"  ", Sanitize(e))
 	}
 	if len(f.Files) > 0 {

@@ -115,7 +115,7 @@ func (it *todoItem) merge(a diagnose.Action) {
 
 // lead is the item's first line: what it does, what it frees, which findings it resolves.
 func (it todoItem) lead(procs []diagnose.GPUProcess) string {
-	s := actionLead(it, procs)
+	s := diagnose.ActionLead(it.kind, it.target, processWho(it.pids, procs), it.codes)
 	switch it.kind {
 	case "":
 		return s
@@ -124,10 +124,10 @@ func (it todoItem) lead(procs []diagnose.GPUProcess) string {
 		return s + " (" + strings.Join(it.codes, ", ") + ")"
 	}
 	var tail []string
-	if f := impactText(it.frees); f != "" {
+	if f := diagnose.ImpactWords(it.frees); f != "" {
 		tail = append(tail, f)
 	}
-	tail = append(tail, resolvesText(it.codes, it.partly))
+	tail = append(tail, diagnose.ResolvesWords(it.codes, it.partly))
 	return s + ": " + strings.Join(tail, "; ")
 }
 
@@ -198,4 +198,21 @@ func commandLines(cs []diagnose.Command) []string {
 		out[i] = c.Line
 	}
 	return out
+}
+
+// processWho describes the one process an item ends, for its lead: its program and user;
+// nil for none, several, or one the report does not know.
+func processWho(pids []int, procs []diagnose.GPUProcess) []string {
+	if len(pids) != 1 {
+		return nil
+	}
+	p, ok := processByPID(procs, pids[0])
+	if !ok {
+		return nil
+	}
+	who := []string{programText(p)}
+	if p.User != "" {
+		who = append(who, p.User)
+	}
+	return who
 }

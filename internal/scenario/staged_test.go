@@ -240,6 +240,7 @@ func (s *stage) run() rendered {
 		s.t.Fatalf("json report: %v\n%s", err, r.json)
 	}
 	r.jsonFindings = doc.Hosts[0].Findings
+	checkWordsFromFacts(s.t, r.json)
 	for _, f := range r.jsonFindings {
 		if blames(f.Severity, f.Code) {
 			for _, x := range append(append([]string{f.Title, f.Explanation}, f.Evidence...), f.Fix...) {

@@ -1,71 +1,70 @@
-package report
+package diagnose
 
 import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/gputriage/gputriage/diagnose"
 )
 
-// The report's own words: the short phrases the compact layout builds from a finding's typed
-// facts (a reason in a few words, the lead of a "what to do" item, a pointer from one finding
-// to the one that explains it). Findings' sentences are composed in diagnose; this file is the
-// one place the report composes any, and only from facts. The texts are the host's where they
-// carry its strings: callers sanitize them for their format.
+// Phrases: the short words a report's compact layout shows of a finding's facts (a reason in
+// a few words, the lead of a "what to do" item, what it frees and resolves, a pointer from one
+// finding to the one that explains it). They are composed here, beside the findings' sentences,
+// from the same facts; a report only renders them. The texts are the host's where they carry
+// its strings: a report sanitizes them for its format.
 
-// reasonPhrase is one reason in a few words: "orphaned: parent PID 1, outside any service,
+// ReasonPhrase is one reason in a few words: "orphaned: parent PID 1, outside any service,
 // container or Slurm job". shmListed is set when another finding of the host lists the
-// deleted /dev/shm files the reason names, which it then points to instead of naming them.
-func reasonPhrase(r diagnose.Reason, shmListed bool) string {
+// deleted /dev/shm files the reason names, which it then points to instead of naming them;
+// paths lists the files as the report shows them (series folded).
+func ReasonPhrase(r Reason, shmListed bool, paths func([]string) []string) string {
 	var s string
 	switch r.Code {
-	case diagnose.ReasonUnitStopped:
+	case ReasonUnitStopped:
 		s = "its unit " + r.Unit + " is " + r.State
 		if r.Result != "" {
 			s += " (" + r.Result + ")"
 		}
-	case diagnose.ReasonSessionEnded:
+	case ReasonSessionEnded:
 		s = "the login session that started it has ended"
-	case diagnose.ReasonStrayInUnit:
+	case ReasonStrayInUnit:
 		s = "it runs in " + r.Unit + "'s cgroup but not under its main process"
 		if r.Older {
 			s += ", and started before it"
 		}
-	case diagnose.ReasonZombie:
+	case ReasonZombie:
 		s = "it is a zombie (state Z)"
-	case diagnose.ReasonZombieLeader:
+	case ReasonZombieLeader:
 		s = "its main thread exited (state Z) while its other threads run on"
-	case diagnose.ReasonOrphanedWorker:
+	case ReasonOrphanedWorker:
 		s = "a " + r.Detail + " whose launcher died (re-parented to PID " + strconv.Itoa(r.Parent) + ")"
-	case diagnose.ReasonOlderGeneration:
+	case ReasonOlderGeneration:
 		s = "an older generation of a live process with its command line; its launcher died"
-	case diagnose.ReasonStopped:
+	case ReasonStopped:
 		s = "it is stopped (state T)"
-	case diagnose.ReasonTraced:
+	case ReasonTraced:
 		s = "it is stopped by a debugger (state t)"
-	case diagnose.ReasonShmDeleted, diagnose.ReasonScratchDeleted:
+	case ReasonShmDeleted, ReasonScratchDeleted:
 		what := "files it maps from /dev/shm were deleted"
-		if r.Code == diagnose.ReasonScratchDeleted {
+		if r.Code == ReasonScratchDeleted {
 			what = "scratch " + what
 		}
 		s = countWord(len(r.Paths)) + what
 		switch {
 		case shmListed:
-			s += " (see " + diagnose.CodeShmDeletedMapped + ")"
+			s += " (see " + CodeShmDeletedMapped + ")"
 		case len(r.Paths) > 0:
-			s += ": " + strings.Join(foldPaths(r.Paths), ", ")
+			s += ": " + strings.Join(paths(r.Paths), ", ")
 		}
-	case diagnose.ReasonModelPathGone:
+	case ReasonModelPathGone:
 		s = "the model path on its command line no longer exists"
 		if len(r.Paths) > 0 {
 			s = "its model path " + r.Paths[0] + " no longer exists"
 		}
-	case diagnose.ReasonOrphaned:
+	case ReasonOrphaned:
 		s = "orphaned: parent PID 1, outside any service, container or Slurm job"
-	case diagnose.ReasonMuchOlder:
-		s = "it has run for " + diagnose.FormatAge(r.Age) + ", much longer than the other GPU work (" +
-			diagnose.FormatAge(r.Than) + ")"
+	case ReasonMuchOlder:
+		s = "it has run for " + FormatAge(r.Age) + ", much longer than the other GPU work (" +
+			FormatAge(r.Than) + ")"
 		if r.Orphaned {
 			s += ", and is orphaned"
 		}
@@ -81,37 +80,37 @@ func reasonPhrase(r diagnose.Reason, shmListed bool) string {
 }
 
 // limitPhrase is a reason of probe-limited in a few words: what the probe could not see.
-func limitPhrase(r diagnose.Reason) string {
+func limitPhrase(r Reason) string {
 	switch r.Code {
-	case diagnose.ReasonProbeNote:
+	case ReasonProbeNote:
 		return r.Note + ": " + r.Detail
-	case diagnose.ReasonNotRoot:
+	case ReasonNotRoot:
 		return "the probe ran as " + r.Detail + ", not root: other users' processes were hidden"
-	case diagnose.ReasonCaptureTruncated:
+	case ReasonCaptureTruncated:
 		return "the capture was cut short: findings may be missing"
-	case diagnose.ReasonSectionTruncated:
-		return "section " + r.Detail + " was cut at " + mib(r.Bytes) + " bytes"
-	case diagnose.ReasonAppsUnknown:
+	case ReasonSectionTruncated:
+		return "section " + r.Detail + " was cut at " + thousands(r.Bytes) + " bytes"
+	case ReasonAppsUnknown:
 		return "nvidia-smi did not list compute processes: who holds GPU memory is unknown"
-	case diagnose.ReasonUnmatchedApp:
+	case ReasonUnmatchedApp:
 		return "PID " + strconv.Itoa(r.PID) + " runs on " + r.Detail + ", a GPU not in the GPU list"
-	case diagnose.ReasonFieldFallback:
+	case ReasonFieldFallback:
 		return "an older driver: reserved memory and MIG mode are unknown"
-	case diagnose.ReasonShmUnlisted:
+	case ReasonShmUnlisted:
 		return "/dev/shm could not be listed"
-	case diagnose.ReasonShmTruncated:
+	case ReasonShmTruncated:
 		return "the /dev/shm listing was cut short"
-	case diagnose.ReasonNoTimeout:
+	case ReasonNoTimeout:
 		return "no timeout(1) on the host: the probe's steps were not bounded in time"
-	case diagnose.ReasonPIDUnreadable:
+	case ReasonPIDUnreadable:
 		return "PID " + strconv.Itoa(r.PID) + " is listed by nvidia-smi, but /proc could not show it"
-	case diagnose.ReasonPIDExited:
+	case ReasonPIDExited:
 		return "PID " + strconv.Itoa(r.PID) + " exited while the probe ran"
-	case diagnose.ReasonDetailFolded:
+	case ReasonDetailFolded:
 		return strconv.Itoa(r.Folded) + " more " + r.Detail + " folded"
-	case diagnose.ReasonListedPIDGone:
+	case ReasonListedPIDGone:
 		return "PID " + strconv.Itoa(r.PID) + " is listed by nvidia-smi but no longer exists"
-	case diagnose.ReasonHoldsDevice:
+	case ReasonHoldsDevice:
 		switch r.Detail {
 		case "process-group":
 			return "PID " + strconv.Itoa(r.PID) + ", of its process group, still holds the device"
@@ -134,21 +133,22 @@ func countWord(n int) string {
 // keyLinePrefixes name, per code, the evidence lines that carry a finding's verdict in
 // numbers: the compact layout shows them, the rest of the evidence only with -v.
 var keyLinePrefixes = map[string][]string{
-	diagnose.CodeMemoryImbalance: {"SGLang TP check:", "vLLM check"},
+	CodeMemoryImbalance: {"SGLang TP check:", "vLLM check"},
 }
 
-// keyLines are the evidence lines of f that keyLinePrefixes selects, in evidence order.
-func keyLines(f diagnose.Finding) []string {
+// KeyLines are the evidence lines of f that carry its verdict in numbers, in evidence order.
+func KeyLines(f Finding) []string {
 	var out []string
 	for _, e := range f.Evidence {
-		if isKeyLine(f.Code, e) {
+		if IsKeyLine(f.Code, e) {
 			out = append(out, e)
 		}
 	}
 	return out
 }
 
-func isKeyLine(code, e string) bool {
+// IsKeyLine reports whether e is a key line of a finding of code.
+func IsKeyLine(code, e string) bool {
 	for _, p := range keyLinePrefixes[code] {
 		if strings.HasPrefix(e, p) {
 			return true
@@ -157,104 +157,81 @@ func isKeyLine(code, e string) bool {
 	return false
 }
 
-// explainedBy points from a memory-imbalance finding to the findings that explain it, in a few
+// ExplainedBy points from a memory-imbalance finding to the findings that explain it, in a few
 // words: "caused by PID 20629 (see leftover-process)"; "" for other findings and when none does.
-func explainedBy(f diagnose.Finding, all []diagnose.Finding) string {
+func ExplainedBy(f Finding, all []Finding) string {
 	im := f.Imbalance
 	if im == nil {
 		return ""
 	}
 	var parts []string
-	if len(im.Leftover) > 0 && hasCode(all, diagnose.CodeLeftoverProcess) {
-		parts = append(parts, "caused by "+pidList(im.Leftover)+" (see "+diagnose.CodeLeftoverProcess+")")
+	if len(im.Leftover) > 0 && hasCode(all, CodeLeftoverProcess) {
+		parts = append(parts, "caused by "+fmtPIDs(im.Leftover)+" (see "+CodeLeftoverProcess+")")
 	}
-	if unlistedMiB(im) > 0 && hasCode(all, diagnose.CodeGhostMemory) {
-		parts = append(parts, "caused by memory no listed process holds (see "+diagnose.CodeGhostMemory+")")
+	if im.unlisted() > 0 && hasCode(all, CodeGhostMemory) {
+		parts = append(parts, "caused by memory no listed process holds (see "+CodeGhostMemory+")")
 	}
 	return strings.Join(parts, "; ")
 }
 
-// unlistedMiB is the memory on an imbalance's short GPUs that no listed process accounts for.
-func unlistedMiB(im *diagnose.Imbalance) int64 {
-	var n int64
-	for _, s := range im.Short {
-		n += s.UnlistedMiB
-	}
-	return n
+// hasCode reports whether a finding of code is among fs.
+func hasCode(fs []Finding, code string) bool {
+	return slices.ContainsFunc(fs, func(f Finding) bool { return f.Code == code })
 }
 
-// pidList is "PID 7" or "PIDs 7, 9".
-func pidList(pids []int) string {
-	if len(pids) == 1 {
-		return "PID " + strconv.Itoa(pids[0])
-	}
-	return "PIDs " + strings.ReplaceAll(joinInts(pids), ",", ", ")
-}
-
-// actionLead says what an item of "what to do" does, before what it frees: "Stop PID 20629
-// (sglang.launch_server, root)". procs are the host's GPU processes, to name a PID's program.
-func actionLead(it todoItem, procs []diagnose.GPUProcess) string {
-	t := it.target
-	switch it.kind {
-	case diagnose.ActionKill:
-		return "Stop PID " + t + processWho(it.pids, procs)
-	case diagnose.ActionStopUnit:
+// ActionLead says what an item of "what to do" does, before what it frees: "Stop PID 20629
+// (sglang.launch_server, root)". who describes the one process it ends, when it ends one the
+// report knows (its program, its user); codes are the findings an item of a finding's Fix
+// lines without typed actions (kind "") is for.
+func ActionLead(kind ActionKind, target string, who []string, codes []string) string {
+	t := target
+	switch kind {
+	case ActionKill:
+		if len(who) > 0 {
+			t += " (" + strings.Join(who, ", ") + ")"
+		}
+		return "Stop PID " + t
+	case ActionStopUnit:
 		return "Stop " + t
-	case diagnose.ActionStopContainer:
+	case ActionStopContainer:
 		return "Stop container " + t
-	case diagnose.ActionDeletePod:
+	case ActionDeletePod:
 		return "Delete pod " + t
-	case diagnose.ActionCancelJob:
+	case ActionCancelJob:
 		return "Cancel Slurm job " + t
-	case diagnose.ActionReapZombie:
+	case ActionReapZombie:
 		return "Reap zombie PID " + t
-	case diagnose.ActionRemoveFiles:
+	case ActionRemoveFiles:
 		return "Remove " + t
-	case diagnose.ActionInspect:
+	case ActionInspect:
 		if t == "" {
 			return "Look closer"
 		}
 		return "Inspect " + t
-	case diagnose.ActionNarrowLaunch:
+	case ActionNarrowLaunch:
 		return "Launch only on the GPUs with room: " + t
-	case diagnose.ActionResizeShm:
+	case ActionResizeShm:
 		return "Enlarge " + t
-	case diagnose.ActionDriver:
+	case ActionDriver:
 		if t == "" {
 			return "Repair the driver"
 		}
 		return "Repair " + t
 	case "":
-		return "For " + strings.Join(it.codes, ", ")
+		return "For " + strings.Join(codes, ", ")
 	}
-	return string(it.kind) + " " + t
+	return string(kind) + " " + t
 }
 
-// processWho is " (sglang.launch_server, root)" for a single known PID, "" otherwise.
-func processWho(pids []int, procs []diagnose.GPUProcess) string {
-	if len(pids) != 1 {
-		return ""
-	}
-	p, ok := processByPID(procs, pids[0])
-	if !ok {
-		return ""
-	}
-	who := programText(p)
-	if p.User != "" {
-		who += ", " + p.User
-	}
-	return " (" + who + ")"
-}
-
-// impactText is what an item gives back: "frees 55,286 MiB on GPU 0 and 48 MiB of /dev/shm";
-// "" when nothing is known.
-func impactText(im diagnose.Impact) string {
+// ImpactWords is what an action gives back: "frees 55,286 MiB on GPU 0 and 48 MiB of
+// /dev/shm"; "" when nothing is known.
+func ImpactWords(im Impact) string {
 	var parts []string
 	if g := gpuImpact(im.GPUMiB); g != "" {
 		parts = append(parts, g)
 	}
 	if im.ShmBytes > 0 {
-		parts = append(parts, sizeText(im.ShmBytes)+" of /dev/shm")
+		parts = append(parts, FormatSize(im.ShmBytes)+" of /dev/shm")
 	}
 	if len(parts) == 0 {
 		return ""
@@ -284,22 +261,16 @@ func gpuImpact(m map[int]int64) string {
 	slices.Sort(gpus)
 	switch {
 	case len(gpus) == 1:
-		return mib(total) + " MiB on " + diagnose.FormatGPUs(gpus)
+		return thousands(total) + " MiB on " + FormatGPUs(gpus)
 	case same:
-		return mib(m[gpus[0]]) + " MiB on each of " + diagnose.FormatGPUs(gpus)
+		return thousands(m[gpus[0]]) + " MiB on each of " + FormatGPUs(gpus)
 	}
-	return mib(total) + " MiB on " + diagnose.FormatGPUs(gpus)
+	return thousands(total) + " MiB on " + FormatGPUs(gpus)
 }
 
-// sizeText is a byte count for people, without a needless ".0": "4 MiB", "1.5 GiB".
-func sizeText(b int64) string {
-	s := bytesHuman(b)
-	return strings.Replace(s, ".0 ", " ", 1)
-}
-
-// shmState is how a /dev/shm file is kept: "deleted, mapped and open".
-func shmState(f diagnose.ShmFile) string {
-	how := shmHow(f.Deleted, f.Mapped, f.Open)
+// ShmState is how a /dev/shm file is kept: "deleted, mapped and open".
+func ShmState(f ShmFile) string {
+	how := ShmHow(f.Deleted, f.Mapped, f.Open)
 	switch len(how) {
 	case 0:
 		return ""
@@ -309,9 +280,9 @@ func shmState(f diagnose.ShmFile) string {
 	return strings.Join(how[:len(how)-1], ", ") + " and " + how[len(how)-1]
 }
 
-// resolvesText lists the codes an item resolves, then those it only helps with: "resolves
+// ResolvesWords lists the codes an item resolves, then those it only helps with: "resolves
 // leftover-process, shm-deleted-mapped; helps with memory-imbalance".
-func resolvesText(codes, partly []string) string {
+func ResolvesWords(codes, partly []string) string {
 	var all, some []string
 	for _, c := range codes {
 		if slices.Contains(partly, c) {
@@ -330,8 +301,8 @@ func resolvesText(codes, partly []string) string {
 	return strings.Join(parts, "; ")
 }
 
-// shmHow lists how a /dev/shm file is kept, in the order people read it.
-func shmHow(deleted, mapped, open bool) []string {
+// ShmHow lists how a /dev/shm file is kept, in the order people read it.
+func ShmHow(deleted, mapped, open bool) []string {
 	var how []string
 	for _, w := range []struct {
 		on   bool
