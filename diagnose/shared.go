@@ -111,8 +111,9 @@ func DeviceGPU(dev string) (int, bool) { return deviceGPU(dev) }
 // FormatMiB is "55,286 MiB".
 func FormatMiB(n int64) string { return fmtMiB(n) }
 
-// FormatBytes picks the unit a reader expects for a size in bytes.
-func FormatBytes(n int64) string { return fmtBytes(n) }
+// FormatBytesAuto picks the unit a reader expects for a size in bytes ("2.00 GiB", "12 KiB",
+// "512 bytes"), as the findings write sizes.
+func FormatBytesAuto(n int64) string { return fmtBytes(n) }
 
 // FormatPIDs is "PID 7" or "PIDs 7, 9".
 func FormatPIDs(xs []int) string { return fmtPIDs(xs) }

@@ -246,7 +246,7 @@ func idleShmDoubts(s *parse.Snapshot, f IdleFacts) []IdleDoubt {
 		out = append(out, IdleDoubt{Code: "shm-files", GPU: -1, Detail: "/dev/shm could not be listed whole"})
 	case f.ShmFileBytes >= idleShmFileBytes:
 		out = append(out, IdleDoubt{Code: "shm-files", GPU: -1, Detail: fmt.Sprintf("the files under /dev/shm hold %s, %s or more",
-			diagnose.FormatBytes(f.ShmFileBytes), diagnose.FormatBytes(idleShmFileBytes))})
+			diagnose.FormatBytesAuto(f.ShmFileBytes), diagnose.FormatBytesAuto(idleShmFileBytes))})
 	}
 	return out
 }
