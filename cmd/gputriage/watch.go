@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gputriage/gputriage/diagnose"
-	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/triage"
 	"github.com/gputriage/gputriage/watch"
 )
@@ -134,7 +133,7 @@ func (w *watcher) run(ctx context.Context) int {
 		for _, n := range r.Notes {
 			w.out.note(i, n)
 		}
-		s, evs := hs[i].Observe(watchRound(r))
+		s, evs := hs[i].Observe(watch.RoundOf(r))
 		first := st[i] == nil
 		st[i] = &s
 		w.out.round(i, r.At, s, evs, st)
@@ -163,20 +162,6 @@ func (w *watcher) run(ctx context.Context) int {
 
 // exitHoldsNot: --timeout passed before --until held.
 const exitHoldsNot = 1
-
-// watchRound is a pipeline's round as watch observes it.
-func watchRound(r triage.Round) watch.Round {
-	wr := watch.Round{At: r.At, Dialed: r.Dialed}
-	if r.Host.Err != nil {
-		wr.Err = r.Host.Err.Phase + ": " + r.Host.Err.Kind + ": " + r.Host.Err.Message
-		return wr
-	}
-	wr.Snapshot, wr.Result = r.Host.Snapshot, r.Host.Result
-	if wr.Snapshot == nil {
-		wr.Snapshot = &parse.Snapshot{}
-	}
-	return wr
-}
 
 func allHold(st []*watch.Status) bool {
 	for _, s := range st {
