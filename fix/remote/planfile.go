@@ -24,9 +24,9 @@ func checkPlanFile(fh *os.File) error {
 	return nil
 }
 
-// ReadPlanFile reads the reviewed plan in the file name (written by --plan-out), refusing one
+// readPlanFile reads the reviewed plan in the file name (written by --plan-out), refusing one
 // another user could have written, and includes the PIDs of include (--include).
-func ReadPlanFile(name string, include []int) (fix.Plan, error) {
+func readPlanFile(name string, include []int) (fix.Plan, error) {
 	fh, err := os.Open(name)
 	if err != nil {
 		return fix.Plan{}, err
@@ -45,8 +45,8 @@ func ReadPlanFile(name string, include []int) (fix.Plan, error) {
 	return p, nil
 }
 
-// WritePlanFile writes p to the file name, for the operator alone (mode 0600).
-func WritePlanFile(name string, p fix.Plan) error {
+// writePlanFile writes p to the file name, for the operator alone (mode 0600).
+func writePlanFile(name string, p fix.Plan) error {
 	fh, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("--plan-out: %w", err)

@@ -82,7 +82,7 @@ func (r *Runner) Run(ctx context.Context, names []string) (int, error) {
 	}
 	fix.WritePlan(r.Stdout, *plan, fix.How{Sudo: r.Sudo, KillAfter: r.KillAfter}, r.Clean)
 	if r.PlanOut != "" {
-		if err := WritePlanFile(r.PlanOut, *plan); err != nil {
+		if err := writePlanFile(r.PlanOut, *plan); err != nil {
 			return Internal, err
 		}
 		fmt.Fprintf(r.Stdout, "plan %s written to %s: review it, then gputriage fix --apply %s\n", plan.ID, r.PlanOut, r.PlanOut)
@@ -189,7 +189,7 @@ func failedCode(failed bool, code int) int {
 // is set when some host could not be probed.
 func (r *Runner) plan(ctx context.Context, names []string) (*fix.Plan, bool, error) {
 	if r.Apply != "" {
-		p, err := ReadPlanFile(r.Apply, r.Include)
+		p, err := readPlanFile(r.Apply, r.Include)
 		if err != nil {
 			return nil, false, r.Usagef("fix: %v", err)
 		}
