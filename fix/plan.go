@@ -2,7 +2,8 @@
 // the exact identity each target was judged on), its versioned JSON form, the one fixed
 // script that re-checks each identity on the host and signals it, the reading of that
 // script's results, and the audit records of what was done. It is pure: no I/O beyond the
-// readers and writers it is given, no clock (the caller passes times in).
+// readers and writers it is given, no clock (the caller passes times in). Carrying a plan out
+// on hosts (sweep, confirmation, recheck, apply over SSH, the release watch) is fix/remote's.
 //
 // A plan is built from diagnose's typed facts only (Finding.Actions and Reasons of
 // leftover-process findings), never from the words of a finding, and never names a process

@@ -1,8 +1,11 @@
 // Package slurm turns a user's Slurm selection (jobs, a partition, nodes, node states) into the
 // squeue and sinfo command lines that answer it, and their output into the nodes to triage, each
-// with the state and drain reason Slurm gives it. It is pure: stdlib and hostlist only, no exec,
-// no I/O; the caller runs the commands, on this machine or on a login node over SSH, and hands
-// their bounded output back.
+// with the state and drain reason Slurm gives it. Those parts are pure (no exec, no I/O).
+//
+// Asker runs the commands: on this machine from argv (never a shell), or on a --slurm-via
+// login node over one SSH session reached through triage.Config.Exec like any host, each
+// bounded in bytes and time, and hands their output to Select. The flags that make the Query
+// stay in cmd/gputriage.
 //
 // Every byte Slurm prints is treated as untrusted: a drain reason may hold '|' and newlines,
 // so each record ends with a per-run nonce nobody who set the reason could know, and node

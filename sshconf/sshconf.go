@@ -2,7 +2,9 @@
 // OpenSSH's `ssh -G` would use for it: it reads ssh_config files (Host and
 // Match blocks, Include, first value wins) and expands ~, %tokens and ${VAR}
 // where ssh does. It also says which config lines for a host gputriage does
-// not act on, so nothing is silently dropped.
+// not act on, so nothing is silently dropped. HostNames lists the host names
+// a shell completes from (ssh_config Host names and known_hosts names), for
+// `gputriage __complete-hosts`.
 //
 // The parser follows OpenSSH 9's readconf.c rather than
 // github.com/kevinburke/ssh_config: that library resolves Include against

@@ -3,8 +3,15 @@
 // holder's memory took to come back, the host dropping and coming back, and whether the
 // condition a watch waits for (--until free, clean or ready) holds.
 //
-// It is pure: no I/O and no clock. Times come from the captures (the host's probe time) and
-// from the caller (when a round ended, for a host that could not be probed).
+// Host, its rounds and events are pure: no I/O and no clock. Times come from the captures
+// (the host's probe time) and from the caller (when a round ended, for a host that could not
+// be probed).
+//
+// It also runs `gputriage watch` (Watcher): it follows each host's rounds from a triage.Pool
+// (RoundOf), judges them one at a time, decides when the watch ends and with what exit
+// status, and shows them: one screen redrawn in place, one line per change, or JSON Lines
+// (docs/json.md). The command line (flags, which hosts, how they are reached) stays in
+// cmd/gputriage; fix/remote uses Host and RoundOf to see a stopped target's memory come back.
 package watch
 
 import (

@@ -7,8 +7,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gputriage/gputriage/diagnose"
-	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/triage"
 	"github.com/gputriage/gputriage/watch"
 )
@@ -61,8 +59,23 @@ func watchCmd(ctx context.Context, args []string, e *env) (int, error) {
 		return exitUsage, triageErr(err)
 	}
 	triage.PrintConfigNotes(e.stderr, hosts)
-	w := &watcher{o: &o, cfg: cfg, hosts: hosts, pool: pool, out: newWatchOutput(&o, e, hosts)}
-	return w.run(ctx), nil
+	w := &watch.Watcher{Config: cfg, Hosts: hosts, Pool: pool, Interval: o.watch.interval, Timeout: o.timeout,
+		Until: o.watch.until, Format: o.watchFormat(e), Stdout: e.stdout, Stderr: e.stderr}
+	return w.Run(ctx), nil
+}
+
+// watchFormat is how the watch is shown: JSON Lines, one screen redrawn in place (a terminal
+// where color is allowed: redrawing needs its escapes), or lines.
+func (o *watchFlags) watchFormat(e *env) string {
+	if o.format == "json" {
+		return "json"
+	}
+	if tty, _ := o.colorFor(e); tty {
+		if term, _ := e.isTerminal(e.stdout); term {
+			return "screen"
+		}
+	}
+	return "lines"
 }
 
 // watchConfig checks watch's flags and returns what each host waits for.
@@ -104,102 +117,5 @@ func (o *watchFlags) watchConfig(fs *pflag.FlagSet) (watch.Config, error) {
 	return cfg, nil
 }
 
-// watcher runs one watch: a goroutine per host probes it every --interval over its kept
-// connection, and the rounds are judged and shown here, one at a time, as they come.
-type watcher struct {
-	o     *watchFlags
-	cfg   watch.Config
-	hosts []triage.Host
-	pool  *triage.Pool
-	out   watchOutput
-}
-
-// run follows every host's rounds (triage.Pool.Watch) until the condition holds on all of
-// them (0), a host cannot be reached at its first round (3), --timeout passes (1; 0 without
-// --until; 3 when a host is down then) or Ctrl-C (130).
-func (w *watcher) run(ctx context.Context) int {
-	wctx, cancel := ctx, context.CancelFunc(func() {})
-	if w.o.timeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, w.o.timeout)
-	}
-	defer cancel()
-	defer w.pool.Close()
-	hs := make([]*watch.Host, len(w.hosts))
-	st := make([]*watch.Status, len(w.hosts))
-	for i := range hs {
-		hs[i] = watch.NewHost(w.cfg)
-	}
-	code, why := -1, ""
-	w.pool.Watch(wctx, w.o.watch.interval, func(i int, r triage.Round) bool {
-		for _, n := range r.Notes {
-			w.out.note(i, n)
-		}
-		s, evs := hs[i].Observe(watchRound(r))
-		first := st[i] == nil
-		st[i] = &s
-		w.out.round(i, r.At, s, evs, st)
-		switch {
-		case first && !s.Reachable:
-			code, why = exitHostsFailed, w.hosts[i].Label+" cannot be reached"
-		case w.cfg.Until != watch.UntilNone && allHold(st):
-			code, why = exitOK, "--until "+w.o.watch.until+" holds on every host"
-		}
-		return code < 0
-	})
-	if code < 0 {
-		code, why = exitHoldsNot, "--timeout "+w.o.timeout.String()+" passed before --until "+w.o.watch.until+" held"
-		switch {
-		case ctx.Err() != nil:
-			code, why = exitInterrupted, "interrupted"
-		case anyDown(st):
-			code, why = exitHostsFailed, "--timeout passed with a host unreachable"
-		case w.cfg.Until == watch.UntilNone:
-			code, why = exitOK, "--timeout "+w.o.timeout.String()+" passed"
-		}
-	}
-	w.out.end(time.Now(), code, why)
-	return code
-}
-
 // exitHoldsNot: --timeout passed before --until held.
-const exitHoldsNot = 1
-
-// watchRound is a pipeline's round as watch observes it.
-func watchRound(r triage.Round) watch.Round {
-	wr := watch.Round{At: r.At, Dialed: r.Dialed}
-	if r.Host.Err != nil {
-		wr.Err = r.Host.Err.Phase + ": " + r.Host.Err.Kind + ": " + r.Host.Err.Message
-		return wr
-	}
-	wr.Snapshot, wr.Result = r.Host.Snapshot, r.Host.Result
-	if wr.Snapshot == nil {
-		wr.Snapshot = &parse.Snapshot{}
-	}
-	return wr
-}
-
-func allHold(st []*watch.Status) bool {
-	for _, s := range st {
-		if s == nil || !s.Holds {
-			return false
-		}
-	}
-	return true
-}
-
-func anyDown(st []*watch.Status) bool {
-	for _, s := range st {
-		if s != nil && !s.Reachable {
-			return true
-		}
-	}
-	return false
-}
-
-// worstName is a severity for people, "" for none.
-func worstName(s diagnose.Severity) string {
-	if s < 0 {
-		return ""
-	}
-	return s.String()
-}
+const exitHoldsNot = watch.ExitHoldsNot

@@ -1,10 +1,8 @@
-package main
+package watch
 
 import (
 	"strconv"
 	"time"
-
-	"github.com/gputriage/gputriage/watch"
 )
 
 // jsonRound is one line of watch --format json: one host's round. Documented in docs/json.md
@@ -50,7 +48,7 @@ type jsonEvent struct {
 	GapSeconds        *float64 `json:"gap_seconds,omitempty"`
 }
 
-func jsonRoundOf(host string, n int, at time.Time, s watch.Status, evs []watch.Event) jsonRound {
+func jsonRoundOf(host string, n int, at time.Time, s Status, evs []Event) jsonRound {
 	j := jsonRound{Time: at.UTC().Format(time.RFC3339Nano), Host: host, Round: n, Reachable: s.Reachable,
 		ProbeTime: s.Time.UTC().Format(time.RFC3339), Holds: s.Holds, Waiting: s.Waiting,
 		GPUs: []jsonGPU{}, Holders: []jsonHold{}, Events: []jsonEvent{}}
@@ -81,7 +79,7 @@ func jsonRoundOf(host string, n int, at time.Time, s watch.Status, evs []watch.E
 	return j
 }
 
-func jsonEventOf(e watch.Event) jsonEvent {
+func jsonEventOf(e Event) jsonEvent {
 	secs := func(d time.Duration) *float64 { f := d.Seconds(); return &f }
 	je := jsonEvent{Kind: string(e.Kind), Text: e.String(), GPU: e.GPU}
 	if e.Holder != nil {
@@ -89,10 +87,10 @@ func jsonEventOf(e watch.Event) jsonEvent {
 		je.PID = &pid
 	}
 	switch e.Kind {
-	case watch.Released:
+	case Released:
 		m := e.MiB
 		je.MiB, je.AfterSeconds, je.ResolutionSeconds = &m, secs(e.After), secs(e.Resolution)
-	case watch.Reconnected:
+	case Reconnected:
 		je.GapSeconds = secs(e.Gap)
 	}
 	return je

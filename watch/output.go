@@ -1,4 +1,4 @@
-package main
+package watch
 
 import (
 	"fmt"
@@ -8,13 +8,11 @@ import (
 
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/report"
-	"github.com/gputriage/gputriage/triage"
-	"github.com/gputriage/gputriage/watch"
 )
 
-// watchOutput shows a watch: one screen redrawn in place on a terminal, one timestamped line
+// output shows a watch: one screen redrawn in place on a terminal, one timestamped line
 // per change when piped, or one JSON object per host round (JSON Lines).
-type watchOutput struct {
+type output struct {
 	w      io.Writer
 	errw   io.Writer
 	mode   string // "screen", "lines" or "json"
@@ -25,34 +23,33 @@ type watchOutput struct {
 	recent []string        // the screen's last changes
 	said   map[int]string  // lines: the last state said per host ("holds", or what it waits for)
 	rounds map[int]int     // rounds per host, for JSON
-	last   []*watch.Status // the screen's view of every host
+	last   []*Status       // the screen's view of every host
 	// clean makes host text safe to print; masks says it masks credentials (--show-secrets
 	// not given), as rounds then are before any mode shows them.
 	clean func(string) string
 	masks bool
 }
 
-func newWatchOutput(o *watchFlags, e *env, hosts []triage.Host) watchOutput {
-	out := watchOutput{w: e.stdout, errw: e.stderr, mode: "lines", notes: map[string]bool{},
-		said: map[int]string{}, rounds: map[int]int{}, clean: hostText(false), masks: true} // watch has no --show-secrets
-	if o.format == "json" {
-		out.mode = "json"
-	} else if tty, _ := o.colorFor(e); tty {
-		if term, _ := e.isTerminal(e.stdout); term {
-			out.mode = "screen" // redrawing needs the terminal's escapes: only where color is allowed
-		}
+func newOutput(w *Watcher) output {
+	out := output{w: w.Stdout, errw: w.Stderr, mode: "lines", notes: map[string]bool{},
+		said: map[int]string{}, rounds: map[int]int{}, clean: maskedText, masks: true} // watch has no --show-secrets
+	if w.Format == "json" || w.Format == "screen" {
+		out.mode = w.Format
 	}
-	for _, h := range hosts {
+	for _, h := range w.Hosts {
 		out.labels = append(out.labels, report.Sanitize(h.Label))
 	}
-	out.until = o.watch.until != ""
-	until := o.watch.until
+	out.until = w.Until != ""
+	until := w.Until
 	if until == "" {
 		until = "Ctrl-C"
 	}
-	out.header = fmt.Sprintf("gputriage watch: %d host%s every %s until %s", len(hosts), plural(len(hosts)), o.watch.interval, until)
+	out.header = fmt.Sprintf("gputriage watch: %d host%s every %s until %s", len(w.Hosts), plural(len(w.Hosts)), w.Interval, until)
 	return out
 }
+
+// maskedText makes host text safe to print, credentials masked.
+func maskedText(s string) string { return report.Sanitize(report.MaskSecrets(s)) }
 
 func plural(n int) string {
 	if n == 1 {
@@ -62,7 +59,7 @@ func plural(n int) string {
 }
 
 // note prints a host's note on stderr once.
-func (o *watchOutput) note(i int, n string) {
+func (o *output) note(i int, n string) {
 	key := o.labels[i] + "\x00" + n
 	if !o.notes[key] {
 		o.notes[key] = true
@@ -71,7 +68,7 @@ func (o *watchOutput) note(i int, n string) {
 }
 
 // round shows host i's round.
-func (o *watchOutput) round(i int, at time.Time, s watch.Status, evs []watch.Event, all []*watch.Status) {
+func (o *output) round(i int, at time.Time, s Status, evs []Event, all []*Status) {
 	o.rounds[i]++
 	if o.masks {
 		s, evs, all = report.MaskSecretsIn(s), report.MaskSecretsIn(evs), report.MaskSecretsIn(all)
@@ -92,7 +89,7 @@ func (o *watchOutput) round(i int, at time.Time, s watch.Status, evs []watch.Eve
 }
 
 // lines prints one timestamped line per change; nothing when nothing changed.
-func (o *watchOutput) lines(i int, at time.Time, s watch.Status, evs []watch.Event) {
+func (o *output) lines(i int, at time.Time, s Status, evs []Event) {
 	stamp := at.UTC().Format("2006-01-02T15:04:05.000Z")
 	if o.rounds[i] == 1 && s.Reachable {
 		fmt.Fprintf(o.w, "%s %s: watching: %d GPU%s, %d holder%s\n", stamp, o.labels[i], len(s.GPUs), plural(len(s.GPUs)),
@@ -117,7 +114,7 @@ func (o *watchOutput) lines(i int, at time.Time, s watch.Status, evs []watch.Eve
 }
 
 // end says why the watch ended.
-func (o *watchOutput) end(at time.Time, code int, why string) {
+func (o *output) end(at time.Time, code int, why string) {
 	switch o.mode {
 	case "json":
 		_ = report.JSONLine(o.w, struct {
@@ -134,7 +131,7 @@ func (o *watchOutput) end(at time.Time, code int, why string) {
 
 // screen redraws the whole terminal: the fleet table, per-GPU bars for the hosts with
 // problems, and the last changes.
-func (o *watchOutput) screen(at time.Time) {
+func (o *output) screen(at time.Time) {
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
 	fmt.Fprintf(&b, "%s  %s\n\n", o.header, at.Format("15:04:05"))
@@ -161,7 +158,7 @@ func (o *watchOutput) screen(at time.Time) {
 	io.WriteString(o.w, b.String())
 }
 
-func screenRow(s watch.Status) (state, holders, waiting string) {
+func screenRow(s Status) (state, holders, waiting string) {
 	left := 0
 	for _, h := range s.Holders {
 		if h.Leftover {
@@ -186,7 +183,7 @@ func screenRow(s watch.Status) (state, holders, waiting string) {
 }
 
 // gpuBar is "  gpu07 GPU 0 [##########----------] 55,295 / 81,559 MiB".
-func gpuBar(label string, g watch.GPU) string {
+func gpuBar(label string, g GPU) string {
 	if g.UsedMiB == nil || g.TotalMiB == nil || *g.TotalMiB <= 0 {
 		return fmt.Sprintf("  %s GPU %d [%s] unknown", label, g.Index, strings.Repeat("?", 20))
 	}
