@@ -1,7 +1,9 @@
 package diagnose
 
 import (
+	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -33,8 +35,10 @@ func (h *host) describe(pid int) Process {
 		return Process{PID: pid, Cmdline: h.cmdline(pid), Command: "process", User: "unknown user"}
 	}
 	p := h.procByPID[pid]
+	// Copies, never pointers into the snapshot: a result outlives its snapshot's processes
+	// (TestHostBudget), and one pointer would keep a whole parsed process alive.
 	d := Process{PID: pid, Cmdline: h.cmdline(pid), Command: shortCmd(gp), Comm: gp.Name, User: h.userName(gp.UID, gp.User),
-		State: gp.State, PPID: gp.PPID, GPUs: slices.Clone(gp.GPUs), Container: gp.Container, SlurmJob: gp.SlurmJob}
+		State: gp.State, PPID: clonePtr(gp.PPID), GPUs: slices.Clone(gp.GPUs), Container: gp.Container, SlurmJob: gp.SlurmJob}
 	if p != nil && p.Comm != "" {
 		d.Comm = p.Comm
 	}
@@ -43,15 +47,25 @@ func (h *host) describe(pid int) Process {
 		d.ElapsedSeconds = &s
 	}
 	if p != nil {
-		d.Started = p.StartTime
+		d.Started = clonePtr(p.StartTime)
 	}
 	if len(gp.GPUMemoryMiB) > 0 {
-		d.GPUMemoryMiB = gp.GPUMemoryMiB
+		d.GPUMemoryMiB = maps.Clone(gp.GPUMemoryMiB)
 	}
 	h.describeParent(&d, gp)
 	h.describeOwner(&d, gp)
 	h.describeVerdict(&d, gp)
+	d.cloneStrings()
 	return d
+}
+
+// cloneStrings gives d strings of its own: a substring of the host's text (a units section
+// is parsed as one string) would keep the whole of it alive as long as the result.
+func (d *Process) cloneStrings() {
+	for _, s := range []*string{&d.Cmdline, &d.Command, &d.Comm, &d.User, &d.State, &d.ParentName, &d.Unit,
+		&d.Container, &d.SlurmJob, &d.SlurmStep, &d.SlurmNode, &d.Protected, &d.Service} {
+		*s = strings.Clone(*s)
+	}
 }
 
 // describeParent fills what the words say of gp's parent; a parent that is GPU work judged
@@ -79,7 +93,7 @@ func (h *host) describeOwner(d *Process, gp *GPUProcess) {
 	if ref, ok := h.procUnit(gp); ok {
 		d.Unit = h.unitLabel(ref)
 		if u := h.unitState(ref); u != nil {
-			d.UnitState = &UnitState{Active: u.ActiveState, Sub: u.SubState, Result: u.Result}
+			d.UnitState = &UnitState{Active: strings.Clone(u.ActiveState), Sub: strings.Clone(u.SubState), Result: strings.Clone(u.Result)}
 		}
 	}
 	if gp.SlurmJob == "" {
@@ -123,4 +137,13 @@ func (h *host) gpuMemory(g int) GPUMemory {
 		m.UsedMiB, m.TotalMiB, m.MIG = gg.MemoryUsedMiB, gg.MemoryTotalMiB, gg.MIGMode == "Enabled"
 	}
 	return m
+}
+
+// clonePtr is a pointer to a copy of *p; nil for nil.
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

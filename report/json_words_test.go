@@ -44,7 +44,7 @@ func TestWordsFromJSONCaptures(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts := []Host{{Name: "synthetic", Snapshot: snap, Result: diagnose.Diagnose(snap, reportTime)}, staleShmHost(t)}
-	for _, pattern := range []string{"../fixtures/*.capture", "../fixtures/*/*.capture", "../diagnose/testdata/*/*.capture"} {
+	for _, pattern := range []string{"../fixtures/*.capture", "../fixtures/*/*.capture", "../diagnose/testdata/*/*.capture", "../nodecheck/testdata/*/*.capture"} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {
 			raw, err := os.ReadFile(file)
