@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"github.com/gputriage/gputriage/diagnose"
 	"github.com/gputriage/gputriage/explain"
 )
@@ -153,25 +155,39 @@ func wrapLines(s string, width int) string {
 	for _, line := range strings.SplitAfter(s, "\n") {
 		nl := strings.HasSuffix(line, "\n")
 		line = strings.TrimSuffix(line, "\n")
-		indent := line[:len(line)-len(strings.TrimLeft(line, " "))]
-		cont := indent + "  "
-		if strings.HasPrefix(strings.TrimLeft(line, " "), "- ") || strings.HasPrefix(strings.TrimLeft(line, " "), "> ") {
-			cont = indent + "  "
-		}
-		for len([]rune(line)) > width {
-			cut := strings.LastIndex(string([]rune(line)[:width]), " ")
-			if cut <= len(indent) {
-				break
-			}
-			out.WriteString(line[:cut] + "\n")
-			line = cont + strings.TrimLeft(line[cut:], " ")
-		}
-		out.WriteString(line)
+		body := strings.TrimLeft(line, " ")
+		out.WriteString(strings.Join(fillLine(line[:len(line)-len(body)], body, width), "\n"))
 		if nl {
 			out.WriteString("\n")
 		}
 	}
 	return out.String()
+}
+
+// fillLine breaks body into lines of at most width cells, the first after indent and the
+// others after indent and two spaces. It breaks only where wrapping may (glueWords: a number
+// keeps its unit); a word longer than a line is left whole, as it may be a value to copy.
+func fillLine(indent, body string, width int) []string {
+	var lines []string
+	cur, curW, words := indent, lipgloss.Width(indent), 0
+	for _, w := range glueWords(strings.Split(body, " ")) {
+		if w == "" { // a run of spaces inside the line is kept
+			if words > 0 {
+				cur, curW = cur+" ", curW+1
+			}
+			continue
+		}
+		ww := lipgloss.Width(w)
+		if words > 0 && curW+1+ww > width {
+			lines = append(lines, strings.TrimRight(cur, " "))
+			cur, curW, words = indent+"  ", len(indent)+2, 0
+		}
+		if words > 0 {
+			cur, curW = cur+" ", curW+1
+		}
+		cur, curW, words = cur+w, curW+ww, words+1
+	}
+	return append(lines, cur)
 }
 
 func explanationsMarkdown(w io.Writer, ex []explain.Explanation, ties []Tie, hosts []Host, o Options) error {

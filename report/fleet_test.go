@@ -312,9 +312,10 @@ func TestFleetMarkdownRendersWithCmarkGFM(t *testing.T) {
 	if n := strings.Count(html, "<h1>"); n != 1 {
 		t.Errorf("%d h1 headings, want the title only", n)
 	}
-	// The summary table, a GPU and a process table for gpu03, gpu07 and the hostile host.
-	if n := strings.Count(html, "<table>"); n != 7 {
-		t.Errorf("%d tables, want 7", n)
+	// The summary table, a GPU and a process table for gpu03, gpu07 and the hostile host, and
+	// the table of each GPU (collapsed) where a GPU table folds identical GPUs.
+	if n := strings.Count(html, "<table>"); n != 9 {
+		t.Errorf("%d tables, want 9", n)
 	}
 	// The only HTML is ours: details blocks for the captures; nothing from a remote string.
 	tags := regexp.MustCompile(`<(/?)([a-z0-9]+)`).FindAllStringSubmatch(html, -1)

@@ -254,18 +254,62 @@ func (m *mdWriter) gpus(s *parse.Snapshot) {
 		m.p("No GPUs reported.\n\n")
 		return
 	}
+	rows := mdGPURows(s.GPUs)
+	m.gpuTable(rows)
+	if len(rows) < len(s.GPUs) {
+		// Folded like the terminal's bars ("GPUs 1-7 ... each"); each GPU, with its bus ID,
+		// stays a click away.
+		each := make([][]parse.GPU, len(s.GPUs))
+		for i := range s.GPUs {
+			each[i] = s.GPUs[i : i+1]
+		}
+		m.p("<details><summary>Each GPU, with its bus ID</summary>\n\n")
+		m.gpuTable(each)
+		m.p("</details>\n\n")
+	}
+}
+
+// mdGPURows folds consecutive GPUs whose cells but the bus ID are the same into one row.
+func mdGPURows(gpus []parse.GPU) [][]parse.GPU {
+	var rows [][]parse.GPU
+	for i, g := range gpus {
+		if n := len(rows); n > 0 {
+			last := rows[n-1][len(rows[n-1])-1]
+			if g.Index == last.Index+1 && mdGPUCells(g) == mdGPUCells(last) {
+				rows[n-1] = gpus[i-len(rows[n-1]) : i+1]
+				continue
+			}
+		}
+		rows = append(rows, gpus[i:i+1])
+	}
+	return rows
+}
+
+// mdGPUCells are a GPU's table cells from its name to its utilization.
+func mdGPUCells(g parse.GPU) string {
+	pct, util := "?", "?"
+	if p := percent(g.MemoryUsedMiB, g.MemoryTotalMiB); p >= 0 {
+		pct = fmt.Sprintf("%d%%", p)
+	}
+	if g.UtilizationPct != nil {
+		util = fmt.Sprintf("%d%%", *g.UtilizationPct)
+	}
+	return fmt.Sprintf("%s | %s | %s | %s | %s | %s", mdText(g.Name), opt(g.MemoryUsedMiB), opt(g.MemoryTotalMiB),
+		opt(g.MemoryFreeMiB), pct, util)
+}
+
+// gpuTable writes a table of GPU rows: one GPU, with its bus ID, or several folded ("1-7",
+// their figures each).
+func (m *mdWriter) gpuTable(rows [][]parse.GPU) {
 	m.p("| GPU | Name | Used MiB | Total MiB | Free MiB | Used | Util | Bus ID |\n")
 	m.p("|---:|---|---:|---:|---:|---:|---:|---|\n")
-	for _, g := range s.GPUs {
-		pct, util := "?", "?"
-		if p := percent(g.MemoryUsedMiB, g.MemoryTotalMiB); p >= 0 {
-			pct = fmt.Sprintf("%d%%", p)
+	for _, r := range rows {
+		first, last := r[0], r[len(r)-1]
+		if len(r) == 1 {
+			m.p("| %d | %s | %s |\n", first.Index, mdGPUCells(first), mdText(first.BusID))
+			continue
 		}
-		if g.UtilizationPct != nil {
-			util = fmt.Sprintf("%d%%", *g.UtilizationPct)
-		}
-		m.p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", g.Index, mdText(g.Name),
-			opt(g.MemoryUsedMiB), opt(g.MemoryTotalMiB), opt(g.MemoryFreeMiB), pct, util, mdText(g.BusID))
+		m.p("| %d-%d (each) | %s | (below) |\n", first.Index, last.Index, mdGPUCells(first))
 	}
 	m.p("\n")
 }

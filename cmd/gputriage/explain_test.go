@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,5 +105,35 @@ func TestExplainTiesPIDBeyondFold(t *testing.T) {
 	}
 	if want := fmt.Sprintf("PID %d (54.00 GiB in the log) on crowded: python3 train.py", pid); !strings.Contains(out, want) {
 		t.Errorf("the PID is not tied to the host's process (want %q):\n%s", want, out)
+	}
+}
+
+// `gputriage explain "…"` as typed, piped at several COLUMNS and at a terminal of several
+// widths, never parts a number from its unit ("1.20" / "GiB is free" at 70 columns, "77.88" /
+// "GiB" at 80 before), on the README's message, the issue's and the corpus logs (--file).
+func TestExplainWrapKeepsUnitsCLI(t *testing.T) {
+	root := repoRoot(t)
+	for i, msg := range testenv.ExplainCorpus(t, root) {
+		args := []string{"explain", msg}
+		if i >= len(testenv.ExplainMessages) { // a corpus log: given as the user would, by file
+			f := filepath.Join(t.TempDir(), "server.log")
+			if err := os.WriteFile(f, []byte(msg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			args = []string{"explain", "--file", f}
+		}
+		for _, width := range []int{40, 57, 70, 80, 100, 120} {
+			out, errOut, code := cli(t, map[string]string{"COLUMNS": strconv.Itoa(width)}, args...)
+			if code != exitOK {
+				t.Fatalf("COLUMNS=%d %.60q: exit %d, %s", width, msg, code, errOut)
+			}
+			for _, p := range testenv.PartedUnits(out) {
+				t.Errorf("COLUMNS=%d: a number parted from its unit: %q", width, p)
+			}
+			out, _, _ = cliTerminal(t, width, nil, append(args, "--color", "never")...)
+			for _, p := range testenv.PartedUnits(out) {
+				t.Errorf("terminal of %d columns: a number parted from its unit: %q", width, p)
+			}
+		}
 	}
 }

@@ -33,8 +33,13 @@ type buildFacts struct {
 	modified                                   bool
 }
 
+// revision and modified are stamped by scripts/release.sh (-ldflags "-X main.revision=...
+// -X main.modified=true|false"), which builds without go's own VCS stamping.
+var revision, modified string
+
 func readBuildInfo() buildFacts {
-	f := buildFacts{module: "github.com/gputriage/gputriage", version: buildVersion(), goVersion: runtime.Version()}
+	f := buildFacts{module: "github.com/gputriage/gputriage", version: buildVersion(), goVersion: runtime.Version(),
+		revision: revision, modified: modified == "true"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return f
