@@ -82,6 +82,12 @@ func (fo *folder) foldFinding(f Finding) Finding {
 	f.Actions = foldList(fo, f.Actions, MaxDetail, "actions"+of)
 	f.Checks = foldList(fo, f.Checks, MaxDetail, "checks"+of)
 	f.Shm = foldList(fo, f.Shm, MaxDetail, "/dev/shm files"+of)
+	if u := f.ShmUse; u != nil && (len(u.Blamed) > MaxDetail || len(u.Healthy) > MaxDetail) {
+		c := *u // not the diagnosis's, nor its arrays of every keeper
+		c.Blamed = foldList(fo, c.Blamed, MaxDetail, "blamed /dev/shm keepers"+of)
+		c.Healthy = foldList(fo, c.Healthy, MaxDetail, "healthy /dev/shm keepers"+of)
+		f.ShmUse = &c
+	}
 	fo.foldFix(&f)
 	if f.Code != CodeProbeLimited {
 		f.Reasons = foldList(fo, f.Reasons, MaxDetail, "reasons"+of)
