@@ -69,7 +69,7 @@ func (fo *folder) foldFindings(fs []Finding) []Finding {
 	for _, code := range order {
 		fo.fold("findings "+code, dropped[code], worst[code] >= Warning)
 	}
-	return kept
+	return slices.Clone(kept) // not an array grown for more
 }
 
 // foldFinding bounds each list of f at MaxDetail items.
@@ -82,6 +82,13 @@ func (fo *folder) foldFinding(f Finding) Finding {
 	f.Actions = foldList(fo, f.Actions, MaxDetail, "actions"+of)
 	f.Checks = foldList(fo, f.Checks, MaxDetail, "checks"+of)
 	f.Shm = foldList(fo, f.Shm, MaxDetail, "/dev/shm files"+of)
+	f.Named = slices.Clone(f.Named) // not the array its appends grew
+	if u := f.ShmUse; u != nil && (len(u.Blamed) > MaxDetail || len(u.Healthy) > MaxDetail) {
+		c := *u // not the diagnosis's, nor its arrays of every keeper
+		c.Blamed = foldList(fo, c.Blamed, MaxDetail, "blamed /dev/shm keepers"+of)
+		c.Healthy = foldList(fo, c.Healthy, MaxDetail, "healthy /dev/shm keepers"+of)
+		f.ShmUse = &c
+	}
 	fo.foldFix(&f)
 	if f.Code != CodeProbeLimited {
 		f.Reasons = foldList(fo, f.Reasons, MaxDetail, "reasons"+of)
