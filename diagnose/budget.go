@@ -15,7 +15,7 @@ import (
 // reason of code detail-folded, never silently.
 const (
 	// MaxFindingsOfCode bounds the findings of one code a result keeps.
-	MaxFindingsOfCode = 16
+	MaxFindingsOfCode = 12
 	// MaxDetail bounds each list a finding holds: GPUs, PIDs, files, evidence lines,
 	// reasons (probe-limited's of each code), actions, checks and /dev/shm files.
 	MaxDetail = 32
@@ -25,7 +25,7 @@ const (
 	MaxLineBytes = 2048
 	// MaxProcesses bounds the processes a retained result keeps beside those its findings
 	// name (Retain: node-check and fix read every process, before a result is retained).
-	MaxProcesses = 48
+	MaxProcesses = 32
 	// MaxLimitsOfCode bounds probe-limited's reasons of one code: each is a line a reader
 	// reads, and the eighth PID nvidia-smi lists that /proc could not show says no more than
 	// the first.
@@ -51,12 +51,12 @@ func (fo *folder) fold(what string, n int, strong bool) {
 // within MaxDetail items per list.
 func (fo *folder) foldFindings(fs []Finding) []Finding {
 	kept := fs[:0:0]
-	count := map[string]int{}
+	keep := spreadOverGPUs(fs)
 	dropped := map[string]int{}
 	var order []string
 	worst := map[string]Severity{}
-	for _, f := range fs {
-		if count[f.Code]++; count[f.Code] > MaxFindingsOfCode {
+	for i, f := range fs {
+		if !keep[i] {
 			if dropped[f.Code] == 0 {
 				order = append(order, f.Code)
 			}
@@ -70,6 +70,31 @@ func (fo *folder) foldFindings(fs []Finding) []Finding {
 		fo.fold("findings "+code, dropped[code], worst[code] >= Warning)
 	}
 	return slices.Clone(kept) // not an array grown for more
+}
+
+// spreadOverGPUs chooses the MaxFindingsOfCode findings of each code a result keeps: in
+// their order, but first one for each GPU a finding of that code is on, so that a host busy
+// on every GPU has each GPU's work named before a second finding on any of them.
+func spreadOverGPUs(fs []Finding) map[int]bool {
+	keep := map[int]bool{}
+	count := map[string]int{}
+	onGPU := map[string]bool{}
+	for pass := range 2 {
+		for i, f := range fs {
+			if keep[i] || count[f.Code] >= MaxFindingsOfCode {
+				continue
+			}
+			if pass == 0 {
+				if len(f.GPUs) == 0 || onGPU[fmt.Sprint(f.Code, f.GPUs[0])] {
+					continue
+				}
+				onGPU[fmt.Sprint(f.Code, f.GPUs[0])] = true
+			}
+			keep[i] = true
+			count[f.Code]++
+		}
+	}
+	return keep
 }
 
 // foldFinding bounds each list of f at MaxDetail items.

@@ -85,7 +85,7 @@ func TestExplainCLI(t *testing.T) {
 // TestExplainTiesPIDBeyondFold: explain --host ties a PID the message names to its process
 // on a crowded host (every section at the client's bound: 2,000 processes described) even
 // when the result kept for the report folds that process away (diagnose.Retain keeps those
-// its findings name and 48 others): the tie is read while the host's whole result is at hand.
+// its findings name and 32 others): the tie is read while the host's whole result is at hand.
 // Before, it said the process was not a GPU process on the host.
 func TestExplainTiesPIDBeyondFold(t *testing.T) {
 	const pid = 101999 // described by the capture, named by no finding

@@ -475,7 +475,7 @@ func TestHostileHugeHost(t *testing.T) {
 			t.Fatalf("process %d: user %v argv %q", p.PID, p.User, p.Argv)
 		}
 	}
-	// The report keeps the processes its findings name and 48 others (diagnose.Retain), and
+	// The report keeps the processes its findings name and 32 others (diagnose.Retain), and
 	// each gpu-busy finding names its GPU's processes up to its budget: none twice, none
 	// that is not one of the report's processes, every GPU's named.
 	if len(h.Processes) != len(pids) || len(pids) <= diagnose.MaxProcesses || len(pids) > procs {
