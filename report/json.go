@@ -63,16 +63,20 @@ func JSON(w io.Writer, hosts []Host, o Options) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.Write(escapeUnsafe(head))
 	bw.WriteString("\n  \"hosts\": [")
+	// One encoder for every host: it keeps its indentation buffer from one host to the next.
+	enc := newJSONEncoder(&b, "    ")
+	var esc []byte
 	for i, h := range shown {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
 		bw.WriteString("\n    ")
 		b.Reset()
-		if err := encodeJSON(&b, jsonHostOf(h), "    "); err != nil {
+		if err := enc.Encode(jsonHostOf(h)); err != nil {
 			return err
 		}
-		bw.Write(escapeUnsafe(bytes.TrimSuffix(b.Bytes(), []byte("\n"))))
+		esc = appendEscapeUnsafe(esc[:0], bytes.TrimSuffix(b.Bytes(), []byte("\n")))
+		bw.Write(esc)
 	}
 	bw.WriteString("\n  ]")
 	bw.Write(escapeUnsafe(tail))
@@ -93,11 +97,16 @@ func writeJSON(w io.Writer, v any) error {
 
 // encodeJSON writes v indented by two spaces after prefix on every line but the first.
 func encodeJSON(b *bytes.Buffer, v any, prefix string) error {
+	return newJSONEncoder(b, prefix).Encode(v)
+}
+
+// newJSONEncoder is an encoder writing to b as encodeJSON does.
+func newJSONEncoder(b *bytes.Buffer, prefix string) *json.Encoder {
 	enc := json.NewEncoder(b)
 	enc.SetIndent(prefix, "  ")
 	// Scripts read this, not browsers: keep "2>&1" readable.
 	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
+	return enc
 }
 
 // escapeUnsafe rewrites, in encoded JSON, every rune that Sanitize escapes and encoding/json
@@ -108,14 +117,24 @@ func encodeJSON(b *bytes.Buffer, v any, prefix string) error {
 // inside one the escape stands for the same rune, so the document decodes to exactly the same
 // values while a terminal showing it raw (cat, less) has nothing to interpret or hide.
 func escapeUnsafe(b []byte) []byte {
+	if safePrefix(b) == len(b) {
+		return b
+	}
+	return appendEscapeUnsafe(make([]byte, 0, len(b)+64), b)
+}
+
+// safePrefix is how many bytes at the start of b escapeUnsafe leaves as they are: ASCII but DEL.
+func safePrefix(b []byte) int {
 	i := 0
 	for i < len(b) && b[i] < utf8.RuneSelf && b[i] != 0x7f {
 		i++
 	}
-	if i == len(b) {
-		return b
-	}
-	out := make([]byte, 0, len(b)+64)
+	return i
+}
+
+// appendEscapeUnsafe appends b to out escaped as escapeUnsafe escapes it.
+func appendEscapeUnsafe(out, b []byte) []byte {
+	i := safePrefix(b)
 	out = append(out, b[:i]...)
 	for i < len(b) {
 		r, n := utf8.DecodeRune(b[i:])
