@@ -208,9 +208,14 @@ func safePrefix(b []byte) int {
 
 // appendEscapeUnsafe appends b to out escaped as escapeUnsafe escapes it.
 func appendEscapeUnsafe(out, b []byte) []byte {
-	i := safePrefix(b)
-	out = append(out, b[:i]...)
+	i := 0
 	for i < len(b) {
+		if n := safePrefix(b[i:]); n > 0 {
+			out = append(out, b[i:i+n]...)
+			if i += n; i == len(b) {
+				break
+			}
+		}
 		r, n := utf8.DecodeRune(b[i:])
 		if r < 0x7f || !unsafeRune(r) {
 			out = append(out, b[i:i+n]...)
