@@ -1,6 +1,7 @@
 package parse
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/csv"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gputriage/gputriage/probe"
 )
@@ -114,13 +116,20 @@ var columnAliases = map[string]string{
 	"gpu_bus_id":      "pci.bus_id",
 }
 
+// csvBuffers are the read buffers of readSMICSV's CSV readers (csv.NewReader allocates 4 KiB
+// for each otherwise, a few per capture).
+var csvBuffers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+
 // readSMICSV reads an nvidia-smi CSV. probeOrder is the column order assumed without header;
 // elastic is the free-text column that absorbs the extra fields of a row split by commas.
 // Without header a row may have from minProbeFields to len(probeOrder) fields: the probe asks
 // again with fewer fields when the driver refuses some.
 func readSMICSV(b []byte, probeOrder []string, minProbeFields int, elastic, what string, errs *errList) smiTable {
 	t := smiTable{what: what, col: map[string]int{}}
-	cr := csv.NewReader(bytes.NewReader(b))
+	br := csvBuffers.Get().(*bufio.Reader)
+	br.Reset(bytes.NewReader(b))
+	defer func() { br.Reset(nil); csvBuffers.Put(br) }()
+	cr := csv.NewReader(br) // takes br as its buffer: it is as large as csv's own
 	cr.TrimLeadingSpace = true
 	cr.LazyQuotes = true
 	cr.FieldsPerRecord = -1

@@ -36,22 +36,11 @@ func readInput(r io.Reader) ([]byte, error) {
 	return b, nil
 }
 
-// readText is readInput into one string: the section's bytes are copied once, and the
-// strings its parser takes from it share that copy.
+// readText is readInput into one string: the section's bytes are copied once (readInput gives
+// a section's body itself), and the strings its parser takes from it share that copy.
 func readText(r io.Reader) (string, error) {
-	var sb strings.Builder
-	if l, ok := r.(interface{ Len() int }); ok && l.Len() <= maxInput {
-		sb.Grow(l.Len())
-	}
-	_, err := io.Copy(&sb, io.LimitReader(r, maxInput+1))
-	s := sb.String()
-	if err != nil {
-		return s, fmt.Errorf("%w: read: %w", ErrParse, err)
-	}
-	if len(s) > maxInput {
-		return s[:maxInput], fmt.Errorf("%w: input longer than %d bytes, rest ignored", ErrParse, maxInput)
-	}
-	return s, nil
+	b, err := readInput(r)
+	return string(b), err
 }
 
 // splitLines splits text into lines without their "\n" or "\r\n"; a final empty line is

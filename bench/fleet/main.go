@@ -42,6 +42,7 @@ type opts struct {
 	reps     int
 	bad      float64
 	runProbe bool
+	gogc     string
 	work     string
 }
 
@@ -64,6 +65,7 @@ func run() int {
 	flag.IntVar(&o.reps, "reps", 3, "runs per size (the median is reported)")
 	flag.Float64Var(&o.bad, "bad", 0.1, "share of misbehaving hosts")
 	flag.BoolVar(&o.runProbe, "run-probe", true, "hosts run the real probe (else they replay fixtures)")
+	flag.StringVar(&o.gogc, "gogc", "", "GOGC for gputriage only (empty: the runtime's default)")
 	flag.Parse()
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -161,6 +163,9 @@ func (s *server) measure(o opts, timeout time.Duration, name string, args ...str
 	cmd := exec.CommandContext(ctx, filepath.Join(o.work, name), args...)
 	// No agent, no user ssh config: the sweep uses exactly the fleet's files.
 	cmd.Env = []string{"HOME=" + o.work, "PATH=" + os.Getenv("PATH"), "USER=root"}
+	if name == "gputriage" && o.gogc != "" {
+		cmd.Env = append(cmd.Env, "GOGC="+o.gogc)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cpu0 := s.cpu()
@@ -251,6 +256,9 @@ type sized struct {
 func sweeps(o opts) error {
 	fmt.Printf("## simulated fleet: %.0f%% misbehaving, hosts run the real probe: %v, %v latency per server write, --fanout %d, --timeout %v, median of %d runs\n\n",
 		o.bad*100, o.runProbe, o.rtt, o.fanout, o.timeout, o.reps)
+	if o.gogc != "" {
+		fmt.Printf("gputriage runs with GOGC=%s.\n\n", o.gogc)
+	}
 	fmt.Println("Client CPU (user+sys) in ms per host; each run sweeps with gputriage, then sshfloor (sshexec alone), then sshbare (bare x/crypto/ssh), on the same fleet; ratios are per run, then the median.")
 	fmt.Println()
 	fmt.Println("| hosts | wall s | client CPU s | gputriage ms/host | sshexec floor ms/host | bare floor ms/host | gputriage / bare | sshfloor / bare | peak RSS MiB | server CPU s | every host right |")
