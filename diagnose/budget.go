@@ -73,19 +73,24 @@ func (fo *folder) foldFindings(fs []Finding) []Finding {
 }
 
 // spreadOverGPUs chooses the MaxFindingsOfCode findings of each code a result keeps: in
-// their order, but first one for each GPU a finding of that code is on, so that a host busy
-// on every GPU has each GPU's work named before a second finding on any of them.
+// their order, but first one of the code's worst severity for each GPU such a finding is on,
+// so that a host busy on every GPU has each GPU's work named before a second finding on any of
+// them, and no finding is kept over a worse one of its code for the sake of its GPU.
 func spreadOverGPUs(fs []Finding) map[int]bool {
 	keep := map[int]bool{}
 	count := map[string]int{}
 	onGPU := map[string]bool{}
+	worst := map[string]Severity{}
+	for _, f := range fs {
+		worst[f.Code] = max(worst[f.Code], f.Severity)
+	}
 	for pass := range 2 {
 		for i, f := range fs {
 			if keep[i] || count[f.Code] >= MaxFindingsOfCode {
 				continue
 			}
 			if pass == 0 {
-				if len(f.GPUs) == 0 || onGPU[fmt.Sprint(f.Code, f.GPUs[0])] {
+				if len(f.GPUs) == 0 || f.Severity < worst[f.Code] || onGPU[fmt.Sprint(f.Code, f.GPUs[0])] {
 					continue
 				}
 				onGPU[fmt.Sprint(f.Code, f.GPUs[0])] = true

@@ -63,3 +63,36 @@ func TestFoldRepeated(t *testing.T) {
 		}
 	}
 }
+
+// TestFoldSpreadsOverGPUs: of more findings of one code than a result keeps, one on each GPU
+// is kept before a second on any, and never a finding over a worse one of its code.
+func TestFoldSpreadsOverGPUs(t *testing.T) {
+	var fs []Finding
+	for i := range 3 * MaxFindingsOfCode { // GPU 0 first, many times over, then GPUs 1-7
+		g := 0
+		if i >= 2*MaxFindingsOfCode {
+			g = 1 + i%7
+		}
+		fs = append(fs, Finding{Code: CodeGPUBusy, Severity: Info, GPUs: []int{g}, PIDs: []int{1000 + i}})
+	}
+	fs = append(fs, Finding{Code: CodeLeftoverProcess, Severity: Error, GPUs: []int{0}, PIDs: []int{1}},
+		Finding{Code: CodeLeftoverProcess, Severity: Warning, GPUs: []int{5}, PIDs: []int{2}})
+	for range MaxFindingsOfCode {
+		fs = append(fs, Finding{Code: CodeLeftoverProcess, Severity: Error, GPUs: []int{0}, PIDs: []int{3}})
+	}
+	sortFindings(fs) // as Diagnose leaves them: most severe first
+	var fo folder
+	kept := fo.foldFindings(fs)
+	onGPU := map[int]bool{}
+	for _, f := range kept {
+		if f.Code == CodeGPUBusy {
+			onGPU[f.GPUs[0]] = true
+		}
+		if f.Code == CodeLeftoverProcess && f.Severity == Warning {
+			t.Errorf("a warning kept over %d errors of its code for the sake of its GPU", MaxFindingsOfCode+1)
+		}
+	}
+	if len(onGPU) != 8 {
+		t.Errorf("gpu-busy findings kept on GPUs %v, want all 8", onGPU)
+	}
+}
