@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/gputriage/gputriage/docs"
 )
 
 // command is one subcommand. The default command (triage) has no name.
@@ -29,7 +31,7 @@ func commands() []command {
 				return dispatch(ctx, "collect", args, e)
 			}},
 		{name: "explain", usage: "explain 'ERROR TEXT'", summary: "what a GPU error message means", run: explainCmd},
-		{name: "node-check", usage: "node-check [flags]", summary: "judge this node for Slurm (docs/slurm.md)", run: nodeCheckCmd},
+		{name: "node-check", usage: "node-check [flags]", summary: "judge this node for Slurm (help slurm)", run: nodeCheckCmd},
 		{name: "fix", usage: "fix HOST...", summary: "stop the leftovers the findings name", run: fixCmd},
 		{name: "watch", usage: "watch [flags] HOST...", summary: "re-probe; show changes; wait --until", run: watchCmd},
 		{name: "help", usage: "help [TOPIC]", summary: "help on a command or a topic", run: helpCmd},
@@ -119,7 +121,7 @@ func usageText(cmd string, width int) string {
 	case "watch":
 		return watchUsage + flags + watchTail
 	}
-	return usageHead + commandList() + hostsHelp + "\nFlags:\n" + flags + exitStatusHelp + examplesHelp
+	return usageHead + commandList() + topicList() + hostsHelp + "\nFlags:\n" + flags + exitStatusHelp + examplesHelp
 }
 
 // commandList is the Usage block: every subcommand with its summary.
@@ -138,22 +140,58 @@ func commandList() string {
 	return b.String()
 }
 
-// helpTopics are what `gputriage help TOPIC` knows besides the commands.
-var helpTopics = map[string]string{
-	"hosts":       hostsHelp,
-	"exit-status": exitStatusHelp,
-	"ssh":         sshHelp,
-	"completion":  completionHelp,
-	"version":     "gputriage version (or --version) prints gputriage's module version, the VCS revision and\ntime it was built from, the Go version, and the probe's version, capture format and hash.\n",
+// helpTopic is one topic `gputriage help TOPIC` knows besides the commands.
+type helpTopic struct {
+	name, summary string
+	text          func() string
+}
+
+// helpTopics are the topics, in the order `gputriage help` lists them. It is a function, not a
+// variable, because a topic's text is built from the others.
+func helpTopics() []helpTopic {
+	text := func(s string) func() string { return func() string { return s } }
+	return []helpTopic{
+		{"findings", "every finding code: what it means, what to do", findingsHelp},
+		{"hosts", "how hosts are named: ranges, files, Slurm", text(hostsHelp)},
+		{"ssh", "how hosts are reached", text(sshHelp)},
+		{"exit-status", "what each exit status means", text(exitStatusHelp)},
+		{"fix-guide", "gputriage fix in full: plans, identity checks, audit", func() string { return terminalText(docs.Fix) }},
+		{"slurm", "node-check on Slurm nodes: slurm.conf, draining, the idle gate", func() string { return terminalText(docs.Slurm) }},
+		{"completion", "installing the shell completion", text(completionHelp)},
+		{"version", "what gputriage version prints", text(versionHelp)},
+	}
+}
+
+const versionHelp = "gputriage version (or --version) prints gputriage's module version, the VCS revision and\ntime it was built from, the Go version, and the probe's version, capture format and hash.\n"
+
+// topicText is the text of the topic or finding code name; "" for none.
+func topicText(name string) string {
+	for _, t := range helpTopics() {
+		if t.name == name {
+			return t.text()
+		}
+	}
+	return findingHelp(name)
 }
 
 func helpTopicNames() []string {
 	var names []string
-	for n := range helpTopics {
-		names = append(names, n)
+	for _, t := range helpTopics() {
+		names = append(names, t.name)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// topicList is the Help topics block of --help: every topic with its summary.
+func topicList() string {
+	var b strings.Builder
+	b.WriteString("\nHelp topics (gputriage help TOPIC; gputriage help COMMAND is its --help):\n")
+	for _, t := range helpTopics() {
+		fmt.Fprintf(&b, "  %-13s %s\n", t.name, t.summary)
+	}
+	b.WriteString("  CODE          one finding code, e.g. gputriage help leftover-process\n")
+	return b.String()
 }
 
 // helpCmd is `gputriage help [TOPIC]`.
@@ -166,12 +204,12 @@ func helpCmd(_ context.Context, args []string, e *env) (int, error) {
 		return exitUsage, usagef("help: one topic at a time")
 	case args[0] != "" && newFlags(args[0]) != nil:
 		fmt.Fprint(e.stdout, usageText(args[0], width))
-	case helpTopics[args[0]] != "":
-		fmt.Fprint(e.stdout, strings.TrimLeft(helpTopics[args[0]], "\n"))
+	case topicText(args[0]) != "":
+		fmt.Fprint(e.stdout, strings.TrimLeft(topicText(args[0]), "\n"))
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		fmt.Fprint(e.stdout, commandList())
 	default:
-		return exitUsage, usagef("help: no topic %q; topics: %s, %s", args[0], strings.Join(flagCommands()[1:], ", "), strings.Join(helpTopicNames(), ", "))
+		return exitUsage, usagef("help: no topic %q; topics: %s, %s, or a finding code (gputriage help findings)", args[0], strings.Join(flagCommands()[1:], ", "), strings.Join(helpTopicNames(), ", "))
 	}
 	return exitOK, nil
 }

@@ -59,7 +59,7 @@ session itself, zombies and processes stuck in the driver are never signalled: t
 what to do instead. Each target is named by boot id, PID, start time, uid and argv hash; a
 target whose identity differs on the host is refused. Every action is recorded in
 $XDG_STATE_HOME/gputriage/fix.log (JSON Lines) and in the host's syslog (logger -t gputriage).
-See docs/fix.md.
+More: gputriage help fix-guide.
 
 Flags:
 `

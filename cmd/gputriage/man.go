@@ -52,6 +52,7 @@ leftover processes the findings name once the operator confirms the plan.
 			fmt.Fprintf(&b, ".TP\n.B gputriage %s\n%s\n", roff(c.usage), roff(c.summary))
 		}
 	}
+	manTopics(&b)
 	b.WriteString(".SH OPTIONS\n")
 	manFlags(&b, "")
 	b.WriteString(".SH \"COLLECT OPTIONS\"\ngputriage collect takes these options of the above:\n")
@@ -83,6 +84,16 @@ leftover processes the findings name once the operator confirms the plan.
 	}
 	b.WriteString(manTail)
 	return b.String()
+}
+
+// manTopics writes the HELP TOPICS section: what gputriage help carries besides the commands.
+func manTopics(b *strings.Builder) {
+	b.WriteString(".SH \"HELP TOPICS\"\n" + roff("gputriage help TOPIC prints the topic; the binary carries each one, so no source tree is needed:") + "\n")
+	for _, t := range helpTopics() {
+		fmt.Fprintf(b, ".TP\n.B gputriage help %s\n%s\n", roff(t.name), roff(t.summary))
+	}
+	codes, _ := findingSections()
+	fmt.Fprintf(b, ".TP\n.B gputriage help \\fICODE\\fR\none finding code: %s\n", roff(strings.Join(codes, ", ")))
 }
 
 // manFlags writes the flags of cmd as a tagged list.
@@ -211,5 +222,5 @@ host keys are checked against it and the system known_hosts files, always
 .BR ssh_config (5),
 .BR pdsh (1)
 .PP
-README.md and docs/ in the source tree.
+` + docsRepo + `: the README and the other documents.
 `

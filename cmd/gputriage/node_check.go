@@ -15,7 +15,8 @@ import (
 )
 
 const nodeCheckUsage = `gputriage node-check: judge this node's GPUs for Slurm, without SSH, as its
-HealthCheckProgram, Prolog or Epilog (see docs/slurm.md). One line per problem.
+HealthCheckProgram, Prolog or Epilog (gputriage help slurm says how). One line
+per problem.
 
 Usage:
   gputriage node-check [--drain] [--resume] [--drain-unconstrained] [flags]

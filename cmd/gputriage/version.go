@@ -18,7 +18,7 @@ import (
 func versionCmd(_ context.Context, args []string, e *env) (int, error) {
 	if len(args) > 0 {
 		if args[0] == "-h" || args[0] == "--help" {
-			fmt.Fprint(e.stdout, helpTopics["version"])
+			fmt.Fprint(e.stdout, versionHelp)
 			return exitOK, nil
 		}
 		return exitUsage, usagef("version takes no arguments, got %q", args[0])
