@@ -151,12 +151,12 @@ type helpTopic struct {
 func helpTopics() []helpTopic {
 	text := func(s string) func() string { return func() string { return s } }
 	return []helpTopic{
-		{"findings", "every finding code: what it means, what to do", findingsHelp},
+		{"findings", "every finding code: what it means, what to do", docs.FindingsHelp},
 		{"hosts", "how hosts are named: ranges, files, Slurm", text(hostsHelp)},
 		{"ssh", "how hosts are reached", text(sshHelp)},
 		{"exit-status", "what each exit status means", text(exitStatusHelp)},
-		{"fix-guide", "gputriage fix in full: plans, identity checks, audit", func() string { return terminalText(docs.Fix) }},
-		{"slurm", "node-check on Slurm nodes: slurm.conf, draining, the idle gate", func() string { return terminalText(docs.Slurm) }},
+		{"fix-guide", "gputriage fix in full: plans, identity checks, audit", func() string { return docs.TerminalText(docs.Fix) }},
+		{"slurm", "node-check on Slurm nodes: slurm.conf, draining, the idle gate", func() string { return docs.TerminalText(docs.Slurm) }},
 		{"completion", "installing the shell completion", text(completionHelp)},
 		{"version", "what gputriage version prints", text(versionHelp)},
 	}
@@ -171,7 +171,7 @@ func topicText(name string) string {
 			return t.text()
 		}
 	}
-	return findingHelp(name)
+	return docs.FindingHelp(name)
 }
 
 func helpTopicNames() []string {

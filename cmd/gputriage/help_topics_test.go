@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/gputriage/gputriage/docs"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -115,7 +116,7 @@ func TestHelpFindingsTopic(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(c) + `$`).MatchString(out) {
 			t.Errorf("help findings does not list %s", c)
 		}
-		want := strings.TrimRight(terminalText(sections[c]), "\n")
+		want := strings.TrimRight(docs.TerminalText(sections[c]), "\n")
 		if !strings.Contains(out, want) {
 			t.Errorf("help findings lacks the section of %s as docs/findings.md has it", c)
 		}
@@ -171,7 +172,7 @@ func TestHelpNamesNoSourceTree(t *testing.T) {
 			add(c.name+" --help", "help", c.name)
 		}
 	}
-	codes, _ := findingSections()
+	codes, _ := docs.FindingSections()
 	for _, c := range codes {
 		add("help "+c, "help", c)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/gputriage/gputriage/docs"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -92,7 +93,7 @@ func manTopics(b *strings.Builder) {
 	for _, t := range helpTopics() {
 		fmt.Fprintf(b, ".TP\n.B gputriage help %s\n%s\n", roff(t.name), roff(t.summary))
 	}
-	codes, _ := findingSections()
+	codes, _ := docs.FindingSections()
 	fmt.Fprintf(b, ".TP\n.B gputriage help \\fICODE\\fR\none finding code: %s\n", roff(strings.Join(codes, ", ")))
 }
 
@@ -222,5 +223,5 @@ host keys are checked against it and the system known_hosts files, always
 .BR ssh_config (5),
 .BR pdsh (1)
 .PP
-` + docsRepo + `: the README and the other documents.
+` + docs.Repo + `: the README and the other documents.
 `

@@ -1,17 +1,15 @@
-package main
+package docs
 
 import (
 	"regexp"
 	"strings"
-
-	"github.com/gputriage/gputriage/docs"
 )
 
-// docsRepo is the repository of the module (go.mod); docsURL is where the documents the binary
+// Repo is the repository of the module (go.mod); docsURL is where the documents the binary
 // does not carry are read.
 const (
-	docsRepo = "https://github.com/gputriage/gputriage"
-	docsURL  = docsRepo + "/blob/main/docs/"
+	Repo    = "https://github.com/gputriage/gputriage"
+	docsURL = Repo + "/blob/main/docs/"
 )
 
 // carriedDocs are the documents a help topic carries, by file name: a reference to one in the
@@ -22,11 +20,11 @@ var carriedDocs = map[string]string{
 	"slurm.md":    "gputriage help slurm",
 }
 
-// findingSections are the "## CODE" sections of docs/findings.md, in its order.
-func findingSections() (codes []string, text map[string]string) {
+// FindingSections are the "## CODE" sections of docs/findings.md, in its order.
+func FindingSections() (codes []string, text map[string]string) {
 	text = map[string]string{}
 	code := ""
-	for _, l := range strings.SplitAfter(docs.Findings, "\n") {
+	for _, l := range strings.SplitAfter(Findings, "\n") {
 		if rest, ok := strings.CutPrefix(l, "## "); ok {
 			code = strings.TrimSpace(rest)
 			codes = append(codes, code)
@@ -38,9 +36,9 @@ func findingSections() (codes []string, text map[string]string) {
 	return codes, text
 }
 
-// findingsHelp is `gputriage help findings`: every code's section.
-func findingsHelp() string {
-	codes, text := findingSections()
+// FindingsHelp is `gputriage help findings`: every code's section.
+func FindingsHelp() string {
+	codes, text := FindingSections()
 	var b strings.Builder
 	b.WriteString("Findings: each finding gputriage reports has one of these codes (JSON \"code\"),\n" +
 		"what it means and what to do. gputriage help CODE shows one.\n\n")
@@ -48,18 +46,18 @@ func findingsHelp() string {
 		b.WriteString("  " + c + "\n")
 	}
 	for _, c := range codes {
-		b.WriteString("\n" + terminalText(text[c]))
+		b.WriteString("\n" + TerminalText(text[c]))
 	}
 	return b.String()
 }
 
-// findingHelp is `gputriage help CODE`; "" for no such code.
-func findingHelp(code string) string {
-	_, text := findingSections()
+// FindingHelp is `gputriage help CODE`; "" for no such code.
+func FindingHelp(code string) string {
+	_, text := FindingSections()
 	if text[code] == "" {
 		return ""
 	}
-	return terminalText(text[code])
+	return TerminalText(text[code])
 }
 
 var (
@@ -68,10 +66,10 @@ var (
 	mdEmphasi = regexp.MustCompile(`\*\*([^*]+)\*\*`)
 )
 
-// terminalText renders a document's Markdown for a terminal: code fences dropped (their lines
+// TerminalText renders a document's Markdown for a terminal: code fences dropped (their lines
 // indented), links by their text, and every other document named as the help topic that
 // carries it or by its full URL, never by a path in a source tree the user may not have.
-func terminalText(md string) string {
+func TerminalText(md string) string {
 	md = mdLink.ReplaceAllStringFunc(md, func(m string) string {
 		sub := mdLink.FindStringSubmatch(m)
 		file, _, _ := strings.Cut(sub[2], "#")
