@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gputriage/gputriage/sshconf"
+	"github.com/gputriage/gputriage/sshexec"
 )
 
 // A word the user typed that is not a command or a flag, but nearly one, gets "did you mean"
@@ -21,7 +22,8 @@ import (
 // caught, while gpu1 (4 edits from help), batch (watch), path or a two-letter host is not.
 // For a command, the word must also be one a command could be (lower-case letters, digits and
 // hyphens: never user@host, host:port, a range or a dotted name) and must not be a host the
-// user's ssh_config (or -F FILE) or known_hosts files name: the names completion offers.
+// user's ssh_config (or -F FILE) or known_hosts files name: the names completion offers, and
+// hashed known_hosts names (HashKnownHosts yes), which completion cannot list.
 
 // mistypedCommand refuses triage's command line when its first host name is a subcommand
 // mistyped, saying which and how to reach a host of that name (after --, a word is always a
@@ -51,14 +53,21 @@ func mistypedCommand(args []string, e *env) error {
 }
 
 // knownHost reports whether the user's ssh files name host: a Host of the ssh config (-F
-// FILE, else ~/.ssh/config and what it includes) or a known_hosts entry.
+// FILE, else ~/.ssh/config and what it includes) or a known_hosts entry, hashed ones too.
 func knownHost(host, configFile string, e *env) bool {
 	home := userHome(e)
 	config := configFile
 	if config == "" && home != "" {
 		config = filepath.Join(home, ".ssh", "config")
 	}
-	return slices.Contains(sshconf.HostNamesIn(config, home, systemKnownHosts), host)
+	if slices.Contains(sshconf.HostNamesIn(config, home, systemKnownHosts), host) {
+		return true
+	}
+	files := systemKnownHosts
+	if home != "" {
+		files = append([]string{filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, ".ssh", "known_hosts2")}, files...)
+	}
+	return sshexec.KnownHostsName(files, host)
 }
 
 // flagSuggestion is the did-you-mean for err when it is an unknown long flag near one of fs's

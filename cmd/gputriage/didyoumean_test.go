@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 )
 
 // dymHome is a HOME whose ~/.ssh holds the given files.
@@ -49,6 +51,8 @@ func TestDidYouMeanCommand(t *testing.T) {
 	// Hosts: after --, named by ssh_config (or -F FILE), by known_hosts, or not near a command.
 	named := dymHome(t, map[string]string{"config": "Host fxi\n  HostName 10.9.9.9\n", "other": "Host colect\n"})
 	known := dymHome(t, map[string]string{"known_hosts": "[explian]:2222,10.1.1.1 ssh-ed25519 AAAA\n"})
+	hashed := dymHome(t, map[string]string{"known_hosts": xknownhosts.HashHostname("hepl") +
+		" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"})
 	for _, tc := range []struct {
 		home string
 		args []string
@@ -59,6 +63,7 @@ func TestDidYouMeanCommand(t *testing.T) {
 		{named, []string{"fxi"}, "fxi"},
 		{named, []string{"-F", filepath.Join(named, ".ssh", "other"), "colect"}, "colect"},
 		{known, []string{"explian"}, "explian"},
+		{hashed, []string{"hepl"}, "hepl"},
 		{env["HOME"], []string{"gpu1"}, "gpu1"},
 		{env["HOME"], []string{"batch"}, "batch"},
 		{env["HOME"], []string{"ab"}, "ab"},
