@@ -24,8 +24,14 @@ const (
 // shell takes unquoted are named. It runs at every Tab: each file is read up to 4 MiB, at most
 // 64 files, Includes at most 16 deep.
 func HostNames(home string, system []string) []string {
+	return HostNamesIn(filepath.Join(home, ".ssh", "config"), home, system)
+}
+
+// HostNamesIn is HostNames with config read instead of home's ~/.ssh/config, as ssh -F
+// config does.
+func HostNamesIn(config, home string, system []string) []string {
 	hc := hostCollector{home: home, seen: map[string]bool{}}
-	hc.config(filepath.Join(home, ".ssh", "config"), 0)
+	hc.config(config, 0)
 	for _, f := range append([]string{filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, ".ssh", "known_hosts2")},
 		system...) {
 		hc.knownHosts(f)

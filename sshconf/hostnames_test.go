@@ -37,3 +37,28 @@ func TestHostNames(t *testing.T) {
 		t.Errorf("HostNames = %q, want %q", got, want)
 	}
 }
+
+// TestHostNamesIn: with a config of its own (ssh -F), its Host names and what it includes
+// stand for ~/.ssh/config's; known_hosts still count.
+func TestHostNamesIn(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	if err := os.MkdirAll(filepath.Join(ssh, "conf.d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{
+		"config":      "Host home01\n",
+		"other":       "Host other01\nInclude conf.d/*\n",
+		"conf.d/a":    "Host included01\n",
+		"known_hosts": "known01 ssh-ed25519 AAAA\n",
+	} {
+		if err := os.WriteFile(filepath.Join(ssh, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := HostNamesIn(filepath.Join(ssh, "other"), home, nil)
+	want := []string{"included01", "known01", "other01"}
+	if !slices.Equal(got, want) {
+		t.Errorf("HostNamesIn = %q, want %q", got, want)
+	}
+}

@@ -72,6 +72,9 @@ func parseFlags(cmd string, o flagger, args []string) (*pflag.FlagSet, error) {
 		if name := otherCommandsFlag(err); name != "" && cmd != "" {
 			return fs, usagef("%s--%s: not a flag of gputriage %s", prefix, name, cmd)
 		}
+		if s := flagSuggestion(cmd, fs, err); s != "" {
+			return fs, usagef("%s%s", prefix, s)
+		}
 		return fs, usagef("%s%v", prefix, err)
 	}
 	return fs, nil
@@ -223,7 +226,10 @@ Hosts: HOST, user@HOST, HOST:PORT, user@[v6addr]:PORT, ssh_config aliases,
 pdsh/Slurm ranges such as 'node[1-4,7,10-12]' (at most 20000 hosts), comma
 lists, -w HOSTS, -w ^FILE, -f FILE (one per line, # comments, - for stdin);
 -x HOSTS leaves hosts out. Quote ranges: zsh refuses an unmatched [..] glob,
-and bash expands it when a file matches.
+and bash expands it when a file matches. A first host name within an edit or
+two of a command (fxi, explian) that ssh_config and known_hosts do not name is
+refused with "did you mean fix?" (exit 2); after --, every word is a host:
+gputriage -- fxi.
 Slurm can choose them too: --slurm-job IDS (the nodes jobs run or ran on),
 --slurm-partition P, --slurm-nodes 'node[01-64]', --slurm-state drain (any
 combination: a node must match them all), asked with squeue and sinfo here or,

@@ -14,10 +14,7 @@ var systemKnownHosts = []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_
 // completeHostsCmd is the hidden `gputriage __complete-hosts` the completion scripts call:
 // the host names of ~/.ssh/config, its includes and the known_hosts files (sshconf.HostNames).
 func completeHostsCmd(_ context.Context, _ []string, e *env) (int, error) {
-	home := e.getenv("HOME")
-	if home == "" {
-		home, _ = os.UserHomeDir()
-	}
+	home := userHome(e)
 	if home == "" {
 		return exitOK, nil
 	}
@@ -25,4 +22,13 @@ func completeHostsCmd(_ context.Context, _ []string, e *env) (int, error) {
 		fmt.Fprintln(e.stdout, n)
 	}
 	return exitOK, nil
+}
+
+// userHome is the user's home directory: $HOME, else the system's idea of it; "" when none.
+func userHome(e *env) string {
+	if home := e.getenv("HOME"); home != "" {
+		return home
+	}
+	home, _ := os.UserHomeDir()
+	return home
 }

@@ -105,7 +105,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // commandFor finds the subcommand args start with. A host named like a subcommand is
-// triaged with `gputriage -- NAME`.
+// triaged with `gputriage -- NAME`; one nearly named like one, too (mistypedCommand).
 func commandFor(args []string) (command, bool) {
 	if len(args) == 0 {
 		return command{}, false

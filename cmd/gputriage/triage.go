@@ -23,6 +23,11 @@ var version = ""
 // saves each host's capture.
 func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, error) {
 	collectOnly := cmd == "collect"
+	if cmd == "" {
+		if err := mistypedCommand(args, e); err != nil {
+			return exitUsage, err
+		}
+	}
 	o, fs, err := parseTriage(cmd, args)
 	if err != nil {
 		return exitUsage, err
