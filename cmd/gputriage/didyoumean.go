@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/gputriage/gputriage/internal/suggest"
 	"github.com/gputriage/gputriage/sshconf"
 	"github.com/gputriage/gputriage/sshexec"
 )
@@ -45,7 +46,7 @@ func mistypedCommand(args []string, e *env) error {
 			names = append(names, c.name)
 		}
 	}
-	cmd := nearest(word, names)
+	cmd := suggest.Nearest(word, names)
 	if cmd == "" || knownHost(word, o.ssh.configFile, e) {
 		return nil
 	}
@@ -78,14 +79,14 @@ func flagSuggestion(cmd string, fs *pflag.FlagSet, err error) string {
 		return ""
 	}
 	name := unknown.GetSpecifiedName()
-	if s := nearest(name, longFlags(fs)); s != "" {
+	if s := suggest.Nearest(name, longFlags(fs)); s != "" {
 		return "unknown flag --" + name + ": did you mean --" + s + "?"
 	}
 	for _, other := range flagCommands() {
 		if other == cmd {
 			continue
 		}
-		if s := nearest(name, longFlags(flagSet(other, newFlags(other)))); s != "" {
+		if s := suggest.Nearest(name, longFlags(flagSet(other, newFlags(other)))); s != "" {
 			return "unknown flag --" + name + ": did you mean --" + s + "? (" + commandOf(other, cmd) + ")"
 		}
 	}
@@ -112,52 +113,4 @@ func longFlags(fs *pflag.FlagSet) []string {
 		}
 	})
 	return names
-}
-
-// nearest is the first of names nearest word and near enough (see above); "" when word is
-// one of names, shorter than 3 letters, or near none.
-func nearest(word string, names []string) string {
-	if len(word) < 3 || slices.Contains(names, word) {
-		return ""
-	}
-	best, bestD := "", 3
-	for _, n := range names {
-		limit := 2
-		if len(n) <= 5 {
-			limit = 1
-		}
-		if n[0] != word[0] {
-			continue
-		}
-		if d := editDistance(word, n); d <= limit && d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-// editDistance is the optimal string alignment (Damerau-Levenshtein) distance between a and
-// b: letters inserted, deleted or changed, and neighbours swapped, each one edit.
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -83,7 +83,7 @@ leftover processes the findings name once the operator confirms the plan.
 		fmt.Fprintf(&b, ".SH \"%s\"\n", sec.title)
 		manText(&b, sec.title, sec.text)
 	}
-	b.WriteString(manTail)
+	b.WriteString(strings.ReplaceAll(manTail, "@REPO@", docs.Repo))
 	return b.String()
 }
 
@@ -197,31 +197,3 @@ func roff(s string) string {
 	}
 	return s
 }
-
-const manTail = `.SH ENVIRONMENT
-.TP
-.B SSH_AUTH_SOCK
-the ssh\-agent whose keys are offered (one connection for the whole sweep)
-.TP
-.B NO_COLOR
-no color in text output with \fB\-\-color auto\fR; so does \fBTERM=dumb\fR
-.TP
-.B COLUMNS
-the width text output wraps to when standard output is not a terminal (a pipe, \fB\-\-output\fR); 80 when unset. On a terminal its own width is used. Commands are never wrapped
-.TP
-.B GPUTRIAGE_DEBUG
-print a stack trace with an internal error
-.SH FILES
-.TP
-.I ~/.ssh/config
-read as ssh reads it, with /etc/ssh/ssh_config after it, unless \fB\-F\fR names another file
-.TP
-.I ~/.ssh/known_hosts
-host keys are checked against it and the system known_hosts files, always
-.SH "SEE ALSO"
-.BR ssh (1),
-.BR ssh_config (5),
-.BR pdsh (1)
-.PP
-` + docs.Repo + `: the README and the other documents.
-`

@@ -14,36 +14,6 @@ import (
 	"github.com/gputriage/gputriage/triage"
 )
 
-const nodeCheckUsage = `gputriage node-check: judge this node's GPUs for Slurm, without SSH, as its
-HealthCheckProgram, Prolog or Epilog (gputriage help slurm says how). One line
-per problem.
-
-Usage:
-  gputriage node-check [--drain] [--resume] [--drain-unconstrained] [flags]
-
-As the health check it judges the whole node. As a Prolog or Epilog (Slurm sets
-SLURM_SCRIPT_CONTEXT) it judges only the GPUs of the job (SLURM_JOB_GPUS, else
-CUDA_VISIBLE_DEVICES), which must be free: the Prolog refuses GPUs a process
-still holds memory on, the Epilog names what the ended job left on them. A
-Prolog or Epilog of a job without GPUs checks nothing. An idle node is judged
-at once from nvidia-smi, /proc and /dev/shm (the idle gate); any other node is
-probed, as gputriage --local probes it.
-
-A running job's process on GPUs Slurm did not allocate to it (gpu-outside-
-allocation: GPU GRES with devices not constrained) is printed as a note and
-is no problem of the node's, unless --drain-unconstrained makes it one.
-
-Flags:
-`
-
-const nodeCheckTail = `
-Exit status:
-  0    clean (with --resume: resumed if it was drained by gputriage)
-  1    problems found (with --drain: the node was drained)
-  2    usage error
-  3    the probe failed, or scontrol did: nothing could be judged or done
-`
-
 // nodeCheckOptions are node-check's flags.
 type nodeCheckOptions struct {
 	drain, resume bool
