@@ -139,7 +139,6 @@ func readSMICSV(b []byte, probeOrder []string, minProbeFields int, elastic, what
 	}
 	var rawLines []string    // for a rejoined free-text field, kept exactly
 	var ncols, minFields int // a row has from minFields to ncols fields
-	header := false
 	for first := true; ; {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -160,27 +159,16 @@ func readSMICSV(b []byte, probeOrder []string, minProbeFields int, elastic, what
 			continue
 		}
 		if first {
-			first = false
-			if _, numeric := atoiNonNeg(strings.TrimSpace(rec[0])); !numeric {
-				for i, name := range rec {
-					name = columnName(name)
-					if _, dup := t.col[name]; !dup {
-						t.col[name] = i
-					}
-					header = header || known[name]
-				}
-				if !header {
-					// nvidia-smi's complaint about one GPU can precede the table.
-					errs.addf("%s line %d: not a %s CSV header: %s", what, line, what, q(strings.Join(rec, ",")))
-					clear(t.col)
-					first = true
-					continue
-				}
-				ncols, minFields = len(rec), len(rec)
+			isHeader, ok := t.firstRow(rec, probeOrder, known)
+			if !ok {
+				// nvidia-smi's complaint about one GPU can precede the table.
+				errs.addf("%s line %d: not a %s CSV header: %s", what, line, what, q(strings.Join(rec, ",")))
 				continue
 			}
-			for i, name := range probeOrder {
-				t.col[name] = i
+			first = false
+			if isHeader {
+				ncols, minFields = len(rec), len(rec)
+				continue
 			}
 			ncols, minFields = len(probeOrder), minProbeFields
 		}
@@ -205,6 +193,29 @@ func readSMICSV(b []byte, probeOrder []string, minProbeFields int, elastic, what
 		t.rows = append(t.rows, smiRow{line: line, fields: rec})
 	}
 	return t
+}
+
+// firstRow reads a table's first row into t.col: a header naming the columns (isHeader), or a
+// row that starts with a number, read in probeOrder; not ok (t.col left empty) when it is
+// neither, as a message before the table is.
+func (t *smiTable) firstRow(rec, probeOrder []string, known map[string]bool) (isHeader, ok bool) {
+	if _, numeric := atoiNonNeg(strings.TrimSpace(rec[0])); numeric {
+		for i, name := range probeOrder {
+			t.col[name] = i
+		}
+		return false, true
+	}
+	for i, name := range rec {
+		name = columnName(name)
+		if _, dup := t.col[name]; !dup {
+			t.col[name] = i
+		}
+		isHeader = isHeader || known[name]
+	}
+	if !isHeader {
+		clear(t.col)
+	}
+	return isHeader, isHeader
 }
 
 // rawFields returns the text of fields first..last of the record cr just read (of n fields),
