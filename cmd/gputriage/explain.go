@@ -44,7 +44,6 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if err != nil {
 		return exitUsage, err
 	}
-	file, hostArgs := o.file, o.hosts
 	if o.help {
 		fmt.Fprint(e.stdout, usageText("explain", helpWidth(e)))
 		return exitOK, nil
@@ -55,12 +54,44 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	if err := o.checkExplain(fs); err != nil {
 		return exitUsage, err
 	}
+	text, err := o.message(fs, e)
+	if err != nil {
+		return exitUsage, err
+	}
+	ex := explain.Explain(text)
+	if len(ex) == 0 {
+		return exitUsage, usagef("explain: %s", report.ExplainUnrecognized(len(text)))
+	}
+
+	var hosts []report.Host
+	var ties []report.Tie
+	if len(o.hosts) > 0 {
+		if hosts, ties, err = o.triageHosts(ctx, ex, e); err != nil {
+			return exitUsage, err
+		}
+	}
+	color, width := o.colorFor(e)
+	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose, ShowSecrets: o.showSecrets}); err != nil {
+		return exitInternal, fmt.Errorf("writing the explanation: %w", err)
+	}
+	if ctx.Err() != nil {
+		return exitInterrupted, nil
+	}
+	if len(hosts) > 0 {
+		return exitStatus(hosts), nil
+	}
+	return exitOK, nil
+}
+
+// message reads the text to explain: --file, the arguments, or standard input ("-" or none),
+// at most explain.MaxInputBytes of it, saying so when it was cut.
+func (o *explainFlags) message(fs *pflag.FlagSet, e *env) (string, error) {
 	var r io.Reader
 	switch {
-	case file != "":
-		f, err := os.Open(file)
+	case o.file != "":
+		f, err := os.Open(o.file)
 		if err != nil {
-			return exitUsage, usagef("explain: %v", err)
+			return "", usagef("explain: %v", err)
 		}
 		defer f.Close()
 		r = f
@@ -76,49 +107,34 @@ func explainCmd(ctx context.Context, args []string, e *env) (int, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r, explain.MaxInputBytes+1))
 	if err != nil {
-		return exitUsage, usagef("explain: reading the message: %v", err)
+		return "", usagef("explain: reading the message: %v", err)
 	}
 	text := string(b)
 	if explain.Truncated(text) {
 		fmt.Fprintf(e.stderr, "gputriage: explain: only the first %d MiB of the text were read\n", explain.MaxInputBytes>>20)
 	}
-	ex := explain.Explain(text)
-	if len(ex) == 0 {
-		return exitUsage, usagef("explain: %s", report.ExplainUnrecognized(len(b)))
-	}
+	return text, nil
+}
 
-	var hosts []report.Host
-	var ties []report.Tie
-	if len(hostArgs) > 0 {
-		ts, err := new(hostOptions).targets(hostArgs, e.stdin)
-		if err != nil {
-			return exitUsage, err
-		}
-		c := o.ssh.config(e)
-		c.Timeout = o.timeout
-		res, err := c.Resolve(ts)
-		if err != nil {
-			return exitUsage, triageErr(err)
-		}
-		named := newNamedProcs(ex)
-		c.Each, c.Keep, c.Save = named.see, 0, "" // explanations show no capture
-		hosts, err = sweep(ctx, c, res, e)
-		if err != nil {
-			return exitUsage, triageErr(err)
-		}
-		ties = tiePIDs(ex, hosts, named)
+// triageHosts sweeps the --host hosts and ties the explanations' PIDs to their processes.
+func (o *explainFlags) triageHosts(ctx context.Context, ex []explain.Explanation, e *env) ([]report.Host, []report.Tie, error) {
+	ts, err := new(hostOptions).targets(o.hosts, e.stdin)
+	if err != nil {
+		return nil, nil, err
 	}
-	color, width := o.colorFor(e)
-	if err := report.Explanations(e.stdout, ex, ties, hosts, o.format, report.Options{Color: color, Width: width, Verbose: o.verbose, ShowSecrets: o.showSecrets}); err != nil {
-		return exitInternal, fmt.Errorf("writing the explanation: %w", err)
+	c := o.ssh.config(e)
+	c.Timeout = o.timeout
+	res, err := c.Resolve(ts)
+	if err != nil {
+		return nil, nil, triageErr(err)
 	}
-	if ctx.Err() != nil {
-		return exitInterrupted, nil
+	named := newNamedProcs(ex)
+	c.Each, c.Keep, c.Save = named.see, 0, "" // explanations show no capture
+	hosts, err := sweep(ctx, c, res, e)
+	if err != nil {
+		return nil, nil, triageErr(err)
 	}
-	if len(hosts) > 0 {
-		return exitStatus(hosts), nil
-	}
-	return exitOK, nil
+	return hosts, tiePIDs(ex, hosts, named), nil
 }
 
 // checkExplain refuses what explain's flags allow but its command line cannot mean.
