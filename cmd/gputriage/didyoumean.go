@@ -13,18 +13,12 @@ import (
 	"github.com/gputriage/gputriage/sshexec"
 )
 
-// A word the user typed that is not a command or a flag, but nearly one, gets "did you mean"
-// instead of being taken for a host name or refused as unknown.
-//
-// "Nearly" is at most 1 edit from a name of up to 5 letters (fix, help, watch, tp) and at
-// most 2 from a longer one (explain, collect, replay), an edit being a letter inserted,
-// deleted, changed, or two neighbours swapped; the word must have 3 letters or more and start
-// with the name's first letter, as typos mostly do. So fxi, explian, colect and --replya are
-// caught, while gpu1 (4 edits from help), batch (watch), path or a two-letter host is not.
-// For a command, the word must also be one a command could be (lower-case letters, digits and
-// hyphens: never user@host, host:port, a range or a dotted name) and must not be a host the
-// user's ssh_config (or -F FILE) or known_hosts files name: the names completion offers, and
-// hashed known_hosts names (HashKnownHosts yes), which completion cannot list.
+// A word the user typed that is not a command or a flag, but nearly one (suggest.Nearest says
+// what nearly is), gets "did you mean" instead of being taken for a host name or refused as
+// unknown. For a command, the word must also be one a command could be (lower-case letters,
+// digits and hyphens: never user@host, host:port, a range or a dotted name) and must not be a
+// host the user's ssh_config (or -F FILE) or known_hosts files name: the names completion
+// offers, and hashed known_hosts names (HashKnownHosts yes), which completion cannot list.
 
 // mistypedCommand refuses triage's command line when its first host name is a subcommand
 // mistyped, saying which and how to reach a host of that name (after --, a word is always a
