@@ -34,13 +34,7 @@ func mistypedCommand(args []string, e *env) error {
 	if strings.Trim(word, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		return nil
 	}
-	var names []string
-	for _, c := range commands() {
-		if !c.hidden {
-			names = append(names, c.name)
-		}
-	}
-	cmd := suggest.Nearest(word, names)
+	cmd := suggest.Nearest(word, visibleCommands())
 	if cmd == "" || knownHost(word, o.ssh.configFile, e) {
 		return nil
 	}
