@@ -20,8 +20,10 @@ type Process struct {
 	Cmdline string `json:"cmdline"`
 	Command string `json:"command"`
 	Comm    string `json:"comm,omitempty"`
-	// User is who runs it: "alice (uid 1000)", "uid 1000" or "unknown user".
+	// User is who runs it: "alice (uid 1000)", "uid 1000" or "unknown user"; UserName its
+	// login name alone ("alice"), "" when unknown.
 	User           string     `json:"user"`
+	UserName       string     `json:"user_name,omitempty"`
 	ElapsedSeconds *int64     `json:"elapsed_seconds,omitempty"`
 	Started        *time.Time `json:"started,omitempty"`
 	State          string     `json:"state,omitempty"`

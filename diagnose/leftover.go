@@ -38,14 +38,19 @@ func shmTop(p string) (top string, nested bool) {
 	return top, nested
 }
 
-// isTransientShm reports whether a /dev/shm file is a runtime's unlinked-by-design segment.
+// isTransientShm reports whether a /dev/shm file is a runtime's unlinked-by-design segment,
+// at any depth (PyTorch's torch_PID in a directory of the job's is as normal as at the top):
+// its name starts like one and does not end like model weights.
 func isTransientShm(p string) bool {
-	top, nested := shmTop(p)
-	if nested || top == "" {
+	if top, _ := shmTop(p); top == "" {
+		return false
+	}
+	name := path.Base(p)
+	if isWeights(name) {
 		return false
 	}
 	for _, pre := range transientShmPrefixes {
-		if strings.HasPrefix(top, pre) {
+		if strings.HasPrefix(name, pre) {
 			return true
 		}
 	}
@@ -64,8 +69,12 @@ func isDeliberatelyDeleted(p string) bool {
 	if _, nested := shmTop(p); nested {
 		return true
 	}
-	ext := strings.ToLower(path.Ext(p))
-	return slices.Contains(weightsExt, ext)
+	return isWeights(p)
+}
+
+// isWeights reports whether a file's name ends like model weights or a checkpoint.
+func isWeights(p string) bool {
+	return slices.Contains(weightsExt, strings.ToLower(path.Ext(p)))
 }
 
 // shmFileKey names a /dev/shm file a process keeps, for telling who else keeps it: its path
@@ -78,8 +87,9 @@ func shmFileKey(u parse.ShmUse) string {
 	return u.Path + "\x00" + u.File
 }
 
-// deletedShm are the process's deleted, non-transient /dev/shm files, one per path (the
-// largest size seen wins), sorted by path.
+// deletedShm are the process's deleted /dev/shm files worth a word, one per path (the
+// largest size seen wins), sorted by path: not a runtime's segments (isTransientShm), and
+// none of zero bytes, which keeps no RAM and frees nothing when its holder ends.
 func deletedShm(p *parse.Process) []parse.ShmUse {
 	byPath := map[string]parse.ShmUse{}
 	for _, u := range p.Shm {
@@ -100,7 +110,9 @@ func deletedShm(p *parse.Process) []parse.ShmUse {
 	}
 	out := make([]parse.ShmUse, 0, len(byPath))
 	for _, u := range byPath {
-		out = append(out, u)
+		if u.Bytes == nil || *u.Bytes > 0 {
+			out = append(out, u)
+		}
 	}
 	slices.SortFunc(out, func(a, b parse.ShmUse) int { return strings.Compare(a.Path, b.Path) })
 	return out

@@ -42,6 +42,9 @@ func (h *host) describe(pid int) Process {
 	if p != nil && p.Comm != "" {
 		d.Comm = p.Comm
 	}
+	if d.UserName = gp.User; d.UserName == "" && gp.UID != nil {
+		d.UserName = h.uidNames[*gp.UID]
+	}
 	if gp.Elapsed != nil {
 		s := int64(*gp.Elapsed / time.Second)
 		d.ElapsedSeconds = &s
@@ -62,7 +65,7 @@ func (h *host) describe(pid int) Process {
 // cloneStrings gives d strings of its own: a substring of the host's text (a units section
 // is parsed as one string) would keep the whole of it alive as long as the result.
 func (d *Process) cloneStrings() {
-	for _, s := range []*string{&d.Cmdline, &d.Command, &d.Comm, &d.User, &d.State, &d.ParentName, &d.Unit,
+	for _, s := range []*string{&d.Cmdline, &d.Command, &d.Comm, &d.User, &d.UserName, &d.State, &d.ParentName, &d.Unit,
 		&d.Container, &d.SlurmJob, &d.SlurmStep, &d.SlurmNode, &d.Protected, &d.Service} {
 		*s = strings.Clone(*s)
 	}

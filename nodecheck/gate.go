@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,8 +26,6 @@ var (
 	smiGPUArgs      = probe.GPUQuery()
 	smiGPUBasicArgs = probe.GPUBasicQuery()
 	smiAppsArgs     = probe.AppsQuery()
-	// smiDirs are where the probe looks for nvidia-smi when PATH lacks it, in its order.
-	smiDirs = []string{"/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/opt/nvidia/bin", "/usr/lib/wsl/lib"}
 )
 
 // ReadIdleFacts reads on this node what IdleGate judges: nvidia-smi's answers to the probe's
@@ -69,11 +66,11 @@ func idleSMI(ctx context.Context, bound time.Duration) (*parse.Snapshot, bool) {
 	nonce := triage.NewNonce()
 	var b strings.Builder
 	b.WriteString(parse.CaptureHeader(nonce))
-	smi := findSMI()
+	smi := probe.FindSMI()
 	if smi == "" {
 		// The probe's own words, so that parse classifies it the same way.
 		fmt.Fprintf(&b, "@@gputriage %s begin smi-gpu limit=1048576\nnvidia-smi: not found on PATH or in %s\n@@gputriage %s rc=127\n@@gputriage %s end smi-gpu\n",
-			nonce, strings.Join(smiDirs, ", "), nonce, nonce)
+			nonce, strings.Join(probe.SMIDirs, ", "), nonce, nonce)
 	} else {
 		out, rc := runSMI(ctx, bound, smi, smiGPUArgs)
 		smiSection(&b, nonce, "smi-gpu", out, rc)
@@ -89,30 +86,6 @@ func idleSMI(ctx context.Context, bound time.Duration) (*parse.Snapshot, bool) {
 	fmt.Fprintf(&b, "@@gputriage %s done\n", nonce)
 	s, err := parse.Parse([]byte(b.String()))
 	return s, err != nil
-}
-
-// findSMI finds nvidia-smi as the probe does: on PATH (with the directories it adds), else in
-// the driver's usual directories.
-func findSMI() string {
-	for _, dir := range append(filepath.SplitList(os.Getenv("PATH")), "/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin") {
-		if dir == "" {
-			continue
-		}
-		if p := filepath.Join(dir, "nvidia-smi"); isExecutable(p) {
-			return p
-		}
-	}
-	for _, dir := range smiDirs {
-		if p := filepath.Join(dir, "nvidia-smi"); isExecutable(p) {
-			return p
-		}
-	}
-	return ""
-}
-
-func isExecutable(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
 
 // smiSectionLimit bounds each nvidia-smi answer as the probe's sections do.

@@ -16,6 +16,7 @@ type todoItem struct {
 	kind   diagnose.ActionKind // "" for a finding's Fix lines without typed actions
 	target string
 	pids   []int
+	named  []diagnose.Process // what the findings say of pids
 	frees  diagnose.Impact
 	steps  []diagnose.Command
 	codes  []string // the findings it is suggested for, in finding order
@@ -45,6 +46,11 @@ func hostTodo(fs []diagnose.Finding) todo {
 		}
 		it := &t.items[i]
 		it.merge(a)
+		for _, n := range f.Named {
+			if slices.Contains(a.PIDs, n.PID) && !slices.ContainsFunc(it.named, func(m diagnose.Process) bool { return m.PID == n.PID }) {
+				it.named = append(it.named, n)
+			}
+		}
 		if !slices.Contains(it.codes, f.Code) {
 			it.codes = append(it.codes, f.Code)
 		}
@@ -115,7 +121,7 @@ func (it *todoItem) merge(a diagnose.Action) {
 
 // lead is the item's first line: what it does, what it frees, which findings it resolves.
 func (it todoItem) lead(procs []diagnose.GPUProcess) string {
-	s := diagnose.ActionLead(it.kind, it.target, processWho(it.pids, procs), it.codes)
+	s := diagnose.ActionLead(it.kind, it.target, processWho(it.pids, procs, it.named), it.codes)
 	switch it.kind {
 	case "":
 		return s
@@ -200,19 +206,34 @@ func commandLines(cs []diagnose.Command) []string {
 	return out
 }
 
-// processWho describes the one process an item ends, for its lead: its program and user;
+// processWho describes the one process an item ends, for its lead: its program and user, as
+// the GPU processes list them, else as its findings name it (a process that holds no GPU);
 // nil for none, several, or one the report does not know.
-func processWho(pids []int, procs []diagnose.GPUProcess) []string {
+func processWho(pids []int, procs []diagnose.GPUProcess, named []diagnose.Process) []string {
 	if len(pids) != 1 {
 		return nil
 	}
 	p, ok := processByPID(procs, pids[0])
 	if !ok {
-		return nil
+		return namedWho(pids[0], named)
 	}
 	who := []string{programText(p)}
 	if p.User != "" {
 		who = append(who, p.User)
+	}
+	return who
+}
+
+// namedWho is processWho of a process that holds no GPU: its command and user as a finding
+// names it.
+func namedWho(pid int, named []diagnose.Process) []string {
+	i := slices.IndexFunc(named, func(n diagnose.Process) bool { return n.PID == pid })
+	if i < 0 || named[i].Command == "" {
+		return nil
+	}
+	who := []string{named[i].Command}
+	if named[i].UserName != "" {
+		who = append(who, named[i].UserName)
 	}
 	return who
 }

@@ -86,13 +86,31 @@ func (c *CapWriter) Write(p []byte) (int, error) {
 	return c.Buf.Write(p)
 }
 
+// NoGPUError is a machine with no NVIDIA GPU or driver to triage (probe.NoDriver says why).
+type NoGPUError struct{ Why string }
+
+func (e *NoGPUError) Error() string { return e.Why }
+
 // Local runs the probe on this machine through sh, without SSH, within c.Timeout, and
-// returns the host diagnosed, keeping what c keeps. Everything after the byte stream is
-// shared with Replay and Run.
-func Local(ctx context.Context, c *Config) report.Host {
+// returns the host diagnosed, keeping what c keeps; with c.Save, its capture is kept there as
+// Run keeps each host's (DIR/HOSTNAME.capture, for Replay). Everything after the byte stream
+// is shared with Replay and Run. A machine with no NVIDIA GPU or driver is a *NoGPUError, at
+// once: there is nothing to triage, and no probe runs.
+func Local(ctx context.Context, c *Config) (report.Host, error) {
+	if why := probe.NoDriver(); why != "" {
+		return report.Host{}, &NoGPUError{Why: why}
+	}
+	sv, err := c.saver()
+	if err != nil {
+		return report.Host{}, err
+	}
 	h := ProbeLocal(ctx, c.Timeout)
+	sv.host(h)
+	if err := sv.finish([]report.Host{h}); err != nil {
+		return report.Host{}, fmt.Errorf("--save: %w", err)
+	}
 	c.finish(&h)
-	return h
+	return h, nil
 }
 
 // ProbeLocal is Local's host whole, as diagnosed, for a judge of the whole snapshot

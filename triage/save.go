@@ -29,6 +29,18 @@ func newSaver(dir string) (*saver, error) {
 	return &saver{dir: dir}, nil
 }
 
+// saver is c.Save's saver, its directory made; nil without --save.
+func (c *Config) saver() (*saver, error) {
+	if c.Save == "" {
+		return nil, nil
+	}
+	sv, err := newSaver(c.Save)
+	if err != nil {
+		return nil, fmt.Errorf("--save: %w", err)
+	}
+	return sv, nil
+}
+
 // host writes one host's file; it is safe for concurrent use.
 func (sv *saver) host(h report.Host) {
 	if sv == nil {

@@ -20,12 +20,9 @@ import (
 // Save at once, given to Each, and dropped once diagnosed, but for what the report reads. It
 // returns the hosts in order, each with what Slurm says of it.
 func Run(ctx context.Context, c *Config, hosts []Host) ([]report.Host, error) {
-	var sv *saver
-	if c.Save != "" {
-		var err error
-		if sv, err = newSaver(c.Save); err != nil {
-			return nil, fmt.Errorf("--save: %w", err)
-		}
+	sv, err := c.saver()
+	if err != nil {
+		return nil, err
 	}
 	out, err := c.sweep(ctx, hosts, sv)
 	if err != nil {

@@ -247,17 +247,6 @@ stderr how each host was reached and how its connection ended, with what it wrot
 stderr.
 `
 
-const exitStatusHelp = `
-Exit status:
-  0    no finding at warning or worse
-  1    findings at warning or worse; with --tp, a host that cannot take the job
-  2    usage or configuration error (a --replay file that is not a capture, or a
-       Slurm query that fails, too)
-  3    one or more hosts could not be triaged (takes precedence over 1)
-  4    internal error
-  130  interrupted; what was collected is still reported
-`
-
 const examplesHelp = `
 Examples:
   gputriage --replay fixtures/ct200.capture
@@ -272,23 +261,6 @@ Examples:
   gputriage collect --save sweep-2026-11-30 'gpu[01-16]'
   gputriage --replay sweep-2026-11-30
   gputriage --local --format prometheus --output DIR/gputriage.prom
-`
-
-const collectUsage = `gputriage collect: save each host's capture, for gputriage --replay later.
-Nothing is diagnosed or reported but one line per host: saved, or why it failed.
-
-Usage:
-  gputriage collect --save DIR [flags] HOST...
-
-Flags:
-`
-
-const collectTail = `
-Exit status:
-  0    every host's capture was saved
-  2    usage or configuration error
-  3    one or more hosts could not be probed (DIR/HOST.error says why)
-  130  interrupted; what was collected is saved
 `
 
 // flagUsages lists the visible flags of fs, their descriptions wrapped to width columns.

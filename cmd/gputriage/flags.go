@@ -65,6 +65,7 @@ type options struct {
 func (o *options) addFlags(fs *pflag.FlagSet) {
 	o.formatFlags.addFlags(fs, reportFormatUsage)
 	o.sourceFlags.addFlags(fs)
+	addLocal(fs, &o.local)
 	addTimeout(fs, &o.timeout)
 	addVerbose(fs, &o.verbose)
 	addQuiet(fs, &o.quiet)
@@ -89,12 +90,14 @@ func newOptions() *options {
 type collectFlags struct {
 	sweepOptions
 	saveFlags
+	local   bool
 	quiet   int
 	version bool
 	help    bool
 }
 
 func (o *collectFlags) addFlags(fs *pflag.FlagSet) {
+	addLocal(fs, &o.local)
 	addTimeout(fs, &o.timeout)
 	addQuiet(fs, &o.quiet)
 	addVersion(fs, &o.version)
@@ -227,15 +230,16 @@ func (o *formatFlags) addFlags(fs *pflag.FlagSet, formatUsage string) {
 	fs.StringVar(&o.color, "color", "auto", "`WHEN` to color text output: auto, always or never (NO_COLOR is honored). Text wraps to the terminal's width; piped or with --output, to $COLUMNS, else 80")
 }
 
-// sourceFlags name the captures triage diagnoses instead of probing hosts over SSH.
-type sourceFlags struct {
-	replay string
-	local  bool
-}
+// sourceFlags name the captures triage diagnoses instead of probing hosts over SSH (or this
+// machine: --local, which collect takes too).
+type sourceFlags struct{ replay string }
 
 func (o *sourceFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.replay, "replay", "", "diagnose the saved captures at `PATH`: a capture file, or a directory of HOST.capture files")
-	fs.BoolVar(&o.local, "local", false, "probe this machine directly, without SSH")
+}
+
+func addLocal(fs *pflag.FlagSet, p *bool) {
+	fs.BoolVar(p, "local", false, "probe this machine directly, without SSH")
 }
 
 // saveFlags are what a sweep does besides diagnosing: show how each host would be reached

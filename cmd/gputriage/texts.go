@@ -2,8 +2,8 @@ package main
 
 import _ "embed"
 
-// Long fixed texts, kept in files of their own (text/): node-check's usage around its flags,
-// and the man page's end (its @REPO@ is docs.Repo).
+// Long fixed texts, kept in files of their own (text/): node-check's and collect's usage
+// around their flags, the exit statuses, and the man page's end (its @REPO@ is docs.Repo).
 var (
 	//go:embed text/node-check-usage.txt
 	nodeCheckUsage string
@@ -11,4 +11,10 @@ var (
 	nodeCheckTail string
 	//go:embed text/man-tail.roff
 	manTail string
+	//go:embed text/exit-status.txt
+	exitStatusHelp string
+	//go:embed text/collect-usage.txt
+	collectUsage string
+	//go:embed text/collect-tail.txt
+	collectTail string
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -53,7 +54,14 @@ func dispatch(ctx context.Context, cmd string, args []string, e *env) (int, erro
 			return exitUsage, triageErr(err)
 		}
 	case o.local:
-		hosts = []report.Host{triage.Local(ctx, c)}
+		h, err := triage.Local(ctx, c)
+		var nogpu *triage.NoGPUError
+		if errors.As(err, &nogpu) {
+			return exitHostsFailed, err
+		} else if err != nil {
+			return exitInternal, err
+		}
+		hosts = []report.Host{h}
 	default:
 		var code int
 		hosts, code, err = o.remote(ctx, fs.Args(), c, e)
@@ -104,28 +112,36 @@ func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []
 }
 
 // checkSources refuses a command line that names no source, or more than one: host names,
-// --replay or --local; and the flags that go with host names only.
+// --replay or --local; and the flags that go with some sources only. Each message names
+// only what was given.
 func (o *options) checkSources(hostArgs, collectOnly bool) error {
 	remote := hostArgs || o.hosts.given() || o.slurm.given()
-	sources := 0
-	for _, set := range []bool{o.replay != "", o.local, remote} {
-		if set {
-			sources++
+	var given []string
+	for _, s := range []struct {
+		set  bool
+		name string
+	}{{o.replay != "", "--replay"}, {o.local, "--local"}, {remote, "host names"}} {
+		if s.set {
+			given = append(given, s.name)
 		}
 	}
 	switch {
 	case o.slurm.via != "" && !o.slurm.given():
 		return usagef("--slurm-via goes with --slurm-job, --slurm-partition, --slurm-nodes or --slurm-state")
-	case sources == 0:
+	case len(given) == 0:
 		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --slurm-*, --replay PATH or --local")
-	case sources > 1:
-		return usagef("give only one of --replay, --local and host names")
-	case collectOnly && (!remote || o.save == ""):
-		return usagef("collect needs --save DIR and host names")
-	case (o.dryRun || o.save != "") && !remote:
-		return usagef("--dry-run and --save go with host names")
+	case len(given) > 1:
+		return usagef("give only one of %s and %s", strings.Join(given[:len(given)-1], ", "), given[len(given)-1])
+	case collectOnly && o.save == "":
+		return usagef("collect needs --save DIR")
+	case collectOnly && o.replay != "":
+		return usagef("collect saves hosts or --local: --replay reads what it saved")
+	case o.dryRun && !remote:
+		return usagef("--dry-run goes with host names, not %s", given[0])
+	case o.save != "" && o.replay != "":
+		return usagef("--save goes with host names or --local, not --replay")
 	case len(o.hosts.exclude) > 0 && !remote:
-		return usagef("-x goes with host names")
+		return usagef("-x goes with host names, not %s", given[0])
 	}
 	return nil
 }
