@@ -9,16 +9,6 @@ import (
 	"github.com/spf13/pflag"
 )
 
-const completionHelp = `
-gputriage completion bash|zsh|fish prints a completion script: subcommands, flags, flag
-values (formats, --only, --color, ...), files, and hosts (Host names without wildcards in
-~/.ssh/config and the files it includes, and the names in known_hosts that are not hashed).
-
-  bash:  source <(gputriage completion bash)          # in ~/.bashrc
-  zsh:   source <(gputriage completion zsh)           # in ~/.zshrc, after compinit
-  fish:  gputriage completion fish > ~/.config/fish/completions/gputriage.fish
-`
-
 // completionCmd is `gputriage completion SHELL`.
 func completionCmd(_ context.Context, args []string, e *env) (int, error) {
 	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {

@@ -128,8 +128,12 @@ func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 		return usagef("fix: give host names, -w HOSTS or -f FILE, or --apply FILE")
 	case f.apply != "" && f.planOut != "":
 		return usagef("fix: --apply and --plan-out do not go together")
-	case f.killAfter < 0 || f.wait <= 0 || o.timeout <= 0:
-		return usagef("fix: --kill-after, --wait and --timeout must be positive")
+	case f.killAfter < 0:
+		return usagef("fix: --kill-after must not be negative, got %s", f.killAfter)
+	case f.wait <= 0:
+		return usagef("fix: --wait must be positive, got %s", f.wait)
+	case o.timeout <= 0:
+		return usagef("fix: --timeout must be positive, got %s", o.timeout)
 	case f.killAfter > 0 && fix.Centis(f.killAfter) >= fix.Centis(f.wait):
 		return usagef("fix: --kill-after (%s) must be shorter than --wait (%s)", f.killAfter, f.wait)
 	}

@@ -3,7 +3,8 @@ package main
 import _ "embed"
 
 // Long fixed texts, kept in files of their own (text/): node-check's and collect's usage
-// around their flags, the exit statuses, and the man page's end (its @REPO@ is docs.Repo).
+// around their flags, the exit statuses, completion's help, and the man page's end (its
+// @REPO@ is docs.Repo).
 var (
 	//go:embed text/node-check-usage.txt
 	nodeCheckUsage string
@@ -17,4 +18,6 @@ var (
 	collectUsage string
 	//go:embed text/collect-tail.txt
 	collectTail string
+	//go:embed text/completion-help.txt
+	completionHelp string
 )

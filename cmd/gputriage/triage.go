@@ -139,7 +139,7 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 	case o.dryRun && !remote:
 		return usagef("--dry-run goes with host names, not %s", given[0])
 	case o.save != "" && o.replay != "":
-		return usagef("--save goes with host names or --local, not --replay")
+		return usagef("--save keeps the captures of a probe, and --replay probes nothing")
 	case len(o.hosts.exclude) > 0 && !remote:
 		return usagef("-x goes with host names, not %s", given[0])
 	}
