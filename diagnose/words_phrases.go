@@ -180,16 +180,20 @@ func hasCode(fs []Finding, code string) bool {
 }
 
 // ActionLead says what an item of "what to do" does, before what it frees: "Stop PID 20629
-// (sglang.launch_server, root)". who describes the one process it ends, when it ends one the
-// report knows (its program, its user); codes are the findings an item of a finding's Fix
-// lines without typed actions (kind "") is for.
+// (sglang.launch_server, root)", "Stop vllm.service (vllm serve, alice)". who describes the
+// one process it ends, when it ends one the report knows (its program, its user), whatever
+// ends it; codes are the findings an item of a finding's Fix lines without typed actions
+// (kind "") is for.
 func ActionLead(kind ActionKind, target string, who []string, codes []string) string {
 	t := target
 	switch kind {
-	case ActionKill:
+	case ActionKill, ActionStopUnit, ActionStopContainer, ActionDeletePod, ActionCancelJob, ActionReapZombie:
 		if len(who) > 0 {
 			t += " (" + strings.Join(who, ", ") + ")"
 		}
+	}
+	switch kind {
+	case ActionKill:
 		return "Stop PID " + t
 	case ActionStopUnit:
 		return "Stop " + t
