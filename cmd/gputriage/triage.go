@@ -128,6 +128,8 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 	switch {
 	case o.slurm.via != "" && !o.slurm.given():
 		return usagef("--slurm-via goes with --slurm-job, --slurm-partition, --slurm-nodes or --slurm-state")
+	case len(given) == 0 && collectOnly:
+		return usagef("nothing to collect: give host names, -w HOSTS, -f FILE, --slurm-* or --local")
 	case len(given) == 0:
 		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --slurm-*, --replay PATH or --local")
 	case len(given) > 1:

@@ -24,6 +24,7 @@ func TestUsageErrorsNameWhatWasGiven(t *testing.T) {
 		{[]string{"--replay", "x", "--local", "gpu01"}, "give only one of --replay, --local and host names"},
 		{[]string{"collect", "--local"}, "collect needs --save DIR"},
 		{[]string{"collect", "gpu01"}, "collect needs --save DIR"},
+		{[]string{"collect", "--save", "d"}, "nothing to collect: give host names, -w HOSTS, -f FILE, --slurm-* or --local"},
 		{[]string{"fix", "--wait", "0s", "gpu01"}, "fix: --wait must be positive, got 0s"},
 		{[]string{"fix", "--timeout", "-1s", "gpu01"}, "fix: --timeout must be positive, got -1s"},
 		{[]string{"fix", "--kill-after", "-1s", "gpu01"}, "fix: --kill-after must not be negative, got -1s"},
@@ -34,8 +35,10 @@ func TestUsageErrorsNameWhatWasGiven(t *testing.T) {
 			t.Errorf("gputriage %s: exit %d, stderr %q; want 2 and %q", strings.Join(tc.args, " "), code, stderr, tc.want)
 		}
 		typed := " " + strings.Join(tc.args, " ") + " "
-		// "needs --save DIR" says what is missing, to no one's blame.
-		for _, f := range flag.FindAllString(strings.Replace(line, "needs --save", "", 1), -1) {
+		// "needs --save DIR" and "nothing to ...: give ..." say what is missing, to no one's
+		// blame.
+		said, _, _ := strings.Cut(strings.Replace(strings.TrimPrefix(line, "gputriage: "), "needs --save", "", 1), ": give ")
+		for _, f := range flag.FindAllString(said, -1) {
 			if !strings.Contains(typed, " "+f+" ") {
 				t.Errorf("gputriage %s: the message names %s, which was not given: %q", strings.Join(tc.args, " "), f, line)
 			}
