@@ -40,39 +40,6 @@ const (
 	exitFixHostFailed = remote.HostFailed // a host could not be probed or reached to apply
 )
 
-const fixUsage = `gputriage fix: stop what the findings name, each process checked again on the
-host right before it is signalled, and record what was done.
-
-Usage:
-  gputriage fix [flags] HOST...          probe, show the plan, apply it once you type
-                                         the host name (for a fleet, the number of hosts)
-  gputriage fix --yes HOST...            apply without asking (scripts)
-  gputriage fix --plan-out FILE HOST...  write the plan as JSON for review; apply nothing
-  gputriage fix --apply FILE             apply a reviewed plan
-
-Only leftover-process findings are acted on: SIGTERM to the PID, or the unit's, container's
-or job's stop when that is what the evidence supports. A process that would look abandoned
-only on evidence another user could have made (its files deleted from a directory others may
-write: leftover-unconfirmed) is shown as needing your judgement and stopped only if you name
-it: --include PID, or "include": true in a plan file. PID 1, kernel threads, sshd, the fix
-session itself, zombies and processes stuck in the driver are never signalled: the plan says
-what to do instead. Each target is named by boot id, PID, start time, uid and argv hash; a
-target whose identity differs on the host is refused. Every action is recorded in
-$XDG_STATE_HOME/gputriage/fix.log (JSON Lines) and in the host's syslog (logger -t gputriage).
-More: gputriage help fix-guide.
-
-Flags:
-`
-
-const fixTail = `
-Exit status:
-  0    every target stopped and its GPU memory was released (or nothing to do, or --plan-out)
-  1    a target was refused, still runs, still holds memory, or what became of it is not
-       known (the session ended before the host answered); or the answer did not match
-  2    usage error, or no terminal for the typed confirmation without --yes
-  3    a host could not be probed or reached
-`
-
 // stdinTerminal reports whether standard input is a terminal, where the typed confirmation
 // is read.
 func stdinTerminal(e *env) bool {
