@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,6 +21,7 @@ type fixOptions struct {
 	yes       bool
 	planOut   string
 	apply     string
+	replay    string
 	killAfter time.Duration
 	wait      time.Duration
 	include   []int
@@ -29,6 +31,7 @@ func (o *fixOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.yes, "yes", false, "apply without asking (for scripts; needed when standard input is not a terminal)")
 	fs.StringVar(&o.planOut, "plan-out", "", "write the plan as JSON to `FILE` for review, and apply nothing")
 	fs.StringVar(&o.apply, "apply", "", "apply the reviewed plan in `FILE` (written by --plan-out) instead of probing")
+	fs.StringVar(&o.replay, "replay", "", "print the plan a live run would build from the saved captures at `PATH` (a capture file, or a directory of HOST.capture files); reach no host, apply nothing")
 	fs.DurationVar(&o.killAfter, "kill-after", 0, "send SIGKILL to targets still running `DURATION` after SIGTERM; 0: ask on a terminal")
 	fs.DurationVar(&o.wait, "wait", 60*time.Second, "`DURATION` to watch each target exit and its GPU memory be released")
 	fs.IntSliceVar(&o.include, "include", nil, "also stop `PID`, shown as needing your judgement (its evidence another user could have made); repeatable")
@@ -80,7 +83,7 @@ func (f *fixOptions) runner(o *options, e *env) *remote.Runner {
 		},
 		Usagef: usagef,
 		Sudo:   o.ssh.sudo, Fanout: o.ssh.fanout, Timeout: o.timeout,
-		KillAfter: f.killAfter, Wait: f.wait, Include: f.include, Yes: f.yes, PlanOut: f.planOut, Apply: f.apply,
+		KillAfter: f.killAfter, Wait: f.wait, Include: f.include, Yes: f.yes, PlanOut: f.planOut, Apply: f.apply, Replay: f.replay,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Terminal: stdinTerminal(e),
 		Clean: hostText(o.out.showSecrets), Getenv: e.getenv,
 	}
@@ -89,16 +92,38 @@ func (f *fixOptions) runner(o *options, e *env) *remote.Runner {
 func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 	remote := fs.NArg() > 0 || o.hosts.given()
 	switch {
+	case f.replay != "":
+		return replayCheck(fs)
 	case f.apply != "" && remote:
 		return usagef("fix: --apply reads its hosts from the plan: give no host names")
 	case f.apply == "" && !remote:
-		return usagef("fix: give host names, -w HOSTS or -f FILE, or --apply FILE")
+		return usagef("fix: give host names, -w HOSTS or -f FILE, --apply FILE or --replay PATH")
 	case f.apply != "" && f.planOut != "":
 		return usagef("fix: --apply and --plan-out do not go together")
 	case f.killAfter < 0 || f.wait <= 0 || o.timeout <= 0:
 		return usagef("fix: --kill-after, --wait and --timeout must be positive")
 	case f.killAfter > 0 && fix.Centis(f.killAfter) >= fix.Centis(f.wait):
 		return usagef("fix: --kill-after (%s) must be shorter than --wait (%s)", f.killAfter, f.wait)
+	}
+	return nil
+}
+
+// replayCheck refuses, naming them as given, the flags and host names that go with reaching
+// hosts or applying: --replay does neither.
+func replayCheck(fs *pflag.FlagSet) error {
+	var given []string
+	for _, n := range []string{"yes", "apply", "plan-out", "hosts", "hosts-file", "exclude", "slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"} {
+		if f := fs.Lookup(n); f.Changed && f.Shorthand != "" {
+			given = append(given, "-"+f.Shorthand+" (--"+n+")")
+		} else if f.Changed {
+			given = append(given, "--"+n)
+		}
+	}
+	if fs.NArg() > 0 {
+		given = append(given, "the host names "+report.Sanitize(strings.Join(fs.Args(), " ")))
+	}
+	if len(given) > 0 {
+		return usagef("fix: --replay prints the plan of saved captures and applies nothing: leave out %s", strings.Join(given, ", "))
 	}
 	return nil
 }
