@@ -91,12 +91,13 @@ func (f *fixOptions) runner(o *options, e *env) *remote.Runner {
 
 func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 	remote := fs.NArg() > 0 || o.hosts.given()
+	if err := replayCheck(f.replay, fs); err != nil {
+		return err
+	}
 	switch {
-	case f.replay != "":
-		return replayCheck(fs)
 	case f.apply != "" && remote:
 		return usagef("fix: --apply reads its hosts from the plan: give no host names")
-	case f.apply == "" && !remote:
+	case f.apply == "" && f.replay == "" && !remote:
 		return usagef("fix: give host names, -w HOSTS or -f FILE, --apply FILE or --replay PATH")
 	case f.apply != "" && f.planOut != "":
 		return usagef("fix: --apply and --plan-out do not go together")
@@ -108,9 +109,9 @@ func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 	return nil
 }
 
-// replayCheck refuses, naming them as given, the flags and host names that go with reaching
-// hosts or applying: --replay does neither.
-func replayCheck(fs *pflag.FlagSet) error {
+// replayCheck refuses with --replay, naming them as given, the flags and host names that go
+// with reaching hosts or applying: --replay does neither.
+func replayCheck(replay string, fs *pflag.FlagSet) error {
 	var given []string
 	for _, n := range []string{"yes", "apply", "plan-out", "hosts", "hosts-file", "exclude", "slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"} {
 		if f := fs.Lookup(n); f.Changed && f.Shorthand != "" {
@@ -122,7 +123,7 @@ func replayCheck(fs *pflag.FlagSet) error {
 	if fs.NArg() > 0 {
 		given = append(given, "the host names "+report.Sanitize(strings.Join(fs.Args(), " ")))
 	}
-	if len(given) > 0 {
+	if replay != "" && len(given) > 0 {
 		return usagef("fix: --replay prints the plan of saved captures and applies nothing: leave out %s", strings.Join(given, ", "))
 	}
 	return nil

@@ -223,7 +223,8 @@ func TestFixReplayReadme(t *testing.T) {
 }
 
 // What does not go with --replay (applying, and hosts to reach) is refused, naming the flags
-// as given; a path that is no capture is refused; a directory with a host that failed exits 3.
+// as given; the flags fix checks live are checked alike; a path that is no capture is refused;
+// a directory with a host that failed exits 3.
 func TestFixReplayUsage(t *testing.T) {
 	root := repoRoot(t)
 	ct200 := filepath.Join(root, "fixtures", "ct200.capture")
@@ -250,6 +251,7 @@ func TestFixReplayUsage(t *testing.T) {
 		{[]string{"--yes", "--replay", ct200, "-w", "gpu[01-02]", "--plan-out", "p.json", "gpu07"}, exitUsage,
 			[]string{"leave out --yes, --plan-out, -w (--hosts), the host names gpu07\n"}, []string{"--apply", "-f "}},
 		{[]string{"--replay", ct200, "--apply", "p.json", "--slurm-job", "7"}, exitUsage, []string{"leave out --apply, --slurm-job\n"}, []string{"--yes"}},
+		{[]string{"--replay", ct200, "--kill-after", "70s"}, exitUsage, []string{"--kill-after (1m10s) must be shorter than --wait (1m0s)"}, nil},
 		{[]string{"--replay", filepath.Join(root, "nope.capture")}, exitUsage, []string{"fix --replay: ", "no such file"}, nil},
 		{[]string{"--replay", filepath.Join(root, "README.md")}, exitUsage, []string{"is not a gputriage capture"}, nil},
 		{[]string{"--replay", dir}, exitFixHostFailed, []string{"gpu09: not probed: "}, nil},
