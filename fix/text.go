@@ -24,7 +24,11 @@ func WritePlan(w io.Writer, p Plan, how How, clean func(string) string) {
 		through = ", through sudo -n"
 	}
 	for _, h := range p.Hosts {
-		fmt.Fprintf(w, "%s (boot %s)%s:\n", clean(h.Host), short(h.BootID), through)
+		boot := "boot " + short(h.BootID)
+		if h.BootID == "" {
+			boot = "boot id not captured" // an older probe: every holder is explained, none a target
+		}
+		fmt.Fprintf(w, "%s (%s)%s:\n", clean(h.Host), boot, through)
 		if len(h.Targets) == 0 {
 			fmt.Fprintf(w, "  nothing to stop\n")
 		}

@@ -31,6 +31,11 @@ func TestWritePlanShowsWhatRuns(t *testing.T) {
 		}
 	}
 	b.Reset()
+	WritePlan(&b, Plan{Hosts: []HostPlan{{Host: "old", Targets: []Target{}}}}, How{}, id)
+	if want := "old (boot id not captured):\n  nothing to stop\n"; b.String() != want {
+		t.Errorf("a host without a boot id: %q, want %q", b.String(), want)
+	}
+	b.Reset()
 	WritePlan(&b, p, How{}, id)
 	if strings.Contains(b.String(), "sudo") || strings.Contains(b.String(), "KILL") {
 		t.Errorf("plan without --sudo or --kill-after mentions them:\n%s", b.String())

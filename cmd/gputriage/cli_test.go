@@ -101,7 +101,7 @@ func TestCommandFlags(t *testing.T) {
 		"": "format color replay local timeout verbose quiet only sort redact show-secrets output version help " +
 			hosts + slurm + sweep + "dry-run save " + ready,
 		"collect":    "timeout quiet version help " + hosts + slurm + sweep + "dry-run save",
-		"fix":        "yes plan-out apply kill-after wait include timeout help " + hosts + slurm + sweep,
+		"fix":        "yes plan-out apply replay kill-after wait include timeout help " + hosts + slurm + sweep,
 		"watch":      "interval until format color timeout help " + hosts + ssh + "connect-timeout accept-new ask-passphrase sudo " + ready,
 		"explain":    "file host format color timeout verbose show-secrets version help " + sweep,
 		"node-check": "drain resume drain-unconstrained node timeout full-probe verbose help",

@@ -89,8 +89,9 @@ func TestDidYouMeanFlag(t *testing.T) {
 		{[]string{"fix", "--yse", "gpu01"}, "gputriage: fix: unknown flag --yse: did you mean --yes?\n"},
 		{[]string{"watch", "--untl", "x", "gpu01"}, "gputriage: watch: unknown flag --untl: did you mean --until?\n"},
 		{[]string{"--yse", "gpu01"}, "gputriage: unknown flag --yse: did you mean --yes? (a flag of gputriage fix)\n"},
-		{[]string{"fix", "--replya", "x"}, "gputriage: fix: unknown flag --replya: did you mean --replay? (a flag of gputriage without a command, not of gputriage fix)\n"},
-		{[]string{"fix", "--replay", "x"}, "gputriage: fix: --replay: not a flag of gputriage fix\n"},
+		{[]string{"fix", "--replya", "x"}, "gputriage: fix: unknown flag --replya: did you mean --replay?\n"},
+		{[]string{"fix", "--lcoal", "gpu01"}, "gputriage: fix: unknown flag --lcoal: did you mean --local? (a flag of gputriage without a command, not of gputriage fix)\n"},
+		{[]string{"fix", "--local", "gpu01"}, "gputriage: fix: --local: not a flag of gputriage fix\n"},
 		{[]string{"--zzzzzz", "gpu01"}, "gputriage: unknown flag: --zzzzzz\n"},
 	} {
 		out, errOut, code := cli(t, nil, tc.args...)

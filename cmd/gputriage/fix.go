@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -20,6 +21,7 @@ type fixOptions struct {
 	yes       bool
 	planOut   string
 	apply     string
+	replay    string
 	killAfter time.Duration
 	wait      time.Duration
 	include   []int
@@ -29,6 +31,7 @@ func (o *fixOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.yes, "yes", false, "apply without asking (for scripts; needed when standard input is not a terminal)")
 	fs.StringVar(&o.planOut, "plan-out", "", "write the plan as JSON to `FILE` for review, and apply nothing")
 	fs.StringVar(&o.apply, "apply", "", "apply the reviewed plan in `FILE` (written by --plan-out) instead of probing")
+	fs.StringVar(&o.replay, "replay", "", "print the plan a live run would build from the saved captures at `PATH` (a capture file, or a directory of HOST.capture files); reach no host, apply nothing")
 	fs.DurationVar(&o.killAfter, "kill-after", 0, "send SIGKILL to targets still running `DURATION` after SIGTERM; 0: ask on a terminal")
 	fs.DurationVar(&o.wait, "wait", 60*time.Second, "`DURATION` to watch each target exit and its GPU memory be released")
 	fs.IntSliceVar(&o.include, "include", nil, "also stop `PID`, shown as needing your judgement (its evidence another user could have made); repeatable")
@@ -39,39 +42,6 @@ const (
 	exitFixIncomplete = remote.Incomplete // a target was refused, still runs or still holds memory; or the operator declined
 	exitFixHostFailed = remote.HostFailed // a host could not be probed or reached to apply
 )
-
-const fixUsage = `gputriage fix: stop what the findings name, each process checked again on the
-host right before it is signalled, and record what was done.
-
-Usage:
-  gputriage fix [flags] HOST...          probe, show the plan, apply it once you type
-                                         the host name (for a fleet, the number of hosts)
-  gputriage fix --yes HOST...            apply without asking (scripts)
-  gputriage fix --plan-out FILE HOST...  write the plan as JSON for review; apply nothing
-  gputriage fix --apply FILE             apply a reviewed plan
-
-Only leftover-process findings are acted on: SIGTERM to the PID, or the unit's, container's
-or job's stop when that is what the evidence supports. A process that would look abandoned
-only on evidence another user could have made (its files deleted from a directory others may
-write: leftover-unconfirmed) is shown as needing your judgement and stopped only if you name
-it: --include PID, or "include": true in a plan file. PID 1, kernel threads, sshd, the fix
-session itself, zombies and processes stuck in the driver are never signalled: the plan says
-what to do instead. Each target is named by boot id, PID, start time, uid and argv hash; a
-target whose identity differs on the host is refused. Every action is recorded in
-$XDG_STATE_HOME/gputriage/fix.log (JSON Lines) and in the host's syslog (logger -t gputriage).
-More: gputriage help fix-guide.
-
-Flags:
-`
-
-const fixTail = `
-Exit status:
-  0    every target stopped and its GPU memory was released (or nothing to do, or --plan-out)
-  1    a target was refused, still runs, still holds memory, or what became of it is not
-       known (the session ended before the host answered); or the answer did not match
-  2    usage error, or no terminal for the typed confirmation without --yes
-  3    a host could not be probed or reached
-`
 
 // stdinTerminal reports whether standard input is a terminal, where the typed confirmation
 // is read.
@@ -113,7 +83,7 @@ func (f *fixOptions) runner(o *options, e *env) *remote.Runner {
 		},
 		Usagef: usagef,
 		Sudo:   o.ssh.sudo, Fanout: o.ssh.fanout, Timeout: o.timeout,
-		KillAfter: f.killAfter, Wait: f.wait, Include: f.include, Yes: f.yes, PlanOut: f.planOut, Apply: f.apply,
+		KillAfter: f.killAfter, Wait: f.wait, Include: f.include, Yes: f.yes, PlanOut: f.planOut, Apply: f.apply, Replay: f.replay,
 		Stdin: e.stdin, Stdout: e.stdout, Stderr: e.stderr, Terminal: stdinTerminal(e),
 		Clean: hostText(o.out.showSecrets), Getenv: e.getenv,
 	}
@@ -121,11 +91,14 @@ func (f *fixOptions) runner(o *options, e *env) *remote.Runner {
 
 func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 	remote := fs.NArg() > 0 || o.hosts.given()
+	if err := replayCheck(f.replay, fs); err != nil {
+		return err
+	}
 	switch {
 	case f.apply != "" && remote:
 		return usagef("fix: --apply reads its hosts from the plan: give no host names")
-	case f.apply == "" && !remote:
-		return usagef("fix: give host names, -w HOSTS or -f FILE, or --apply FILE")
+	case f.apply == "" && f.replay == "" && !remote:
+		return usagef("fix: give host names, -w HOSTS or -f FILE, --apply FILE or --replay PATH")
 	case f.apply != "" && f.planOut != "":
 		return usagef("fix: --apply and --plan-out do not go together")
 	case f.killAfter < 0:
@@ -136,6 +109,26 @@ func (f *fixOptions) check(o *options, fs *pflag.FlagSet) error {
 		return usagef("fix: --timeout must be positive, got %s", o.timeout)
 	case f.killAfter > 0 && fix.Centis(f.killAfter) >= fix.Centis(f.wait):
 		return usagef("fix: --kill-after (%s) must be shorter than --wait (%s)", f.killAfter, f.wait)
+	}
+	return nil
+}
+
+// replayCheck refuses with --replay, naming them as given, the flags and host names that go
+// with reaching hosts or applying: --replay does neither.
+func replayCheck(replay string, fs *pflag.FlagSet) error {
+	var given []string
+	for _, n := range []string{"yes", "apply", "plan-out", "hosts", "hosts-file", "exclude", "slurm-job", "slurm-partition", "slurm-nodes", "slurm-state", "slurm-via"} {
+		if f := fs.Lookup(n); f.Changed && f.Shorthand != "" {
+			given = append(given, "-"+f.Shorthand+" (--"+n+")")
+		} else if f.Changed {
+			given = append(given, "--"+n)
+		}
+	}
+	if fs.NArg() > 0 {
+		given = append(given, "the host names "+report.Sanitize(strings.Join(fs.Args(), " ")))
+	}
+	if replay != "" && len(given) > 0 {
+		return usagef("fix: --replay prints the plan of saved captures and applies nothing: leave out %s", strings.Join(given, ", "))
 	}
 	return nil
 }

@@ -4,7 +4,8 @@
 // probe still names (fix.Recheck), runs fix's apply script over one SSH session per host
 // through triage.Config.Exec, offers SIGKILL for what still runs, watches each stopped
 // target's memory come back (package watch, over a triage.Pool), and prints and records every
-// result in the audit log.
+// result in the audit log. With Runner.Replay it builds and prints the same plan from saved
+// captures (triage.Replay in place of the sweep) and stops there: no host, no prompt, no signal.
 //
 // It owns the I/O of fix; package fix owns the pure parts (the plan, its JSON, the script, its
 // results, the audit records) and imports neither triage nor this package. The command line

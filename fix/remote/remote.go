@@ -55,6 +55,7 @@ type Runner struct {
 	Yes       bool          // apply without asking
 	PlanOut   string        // write the plan here and apply nothing
 	Apply     string        // apply the reviewed plan in this file instead of probing
+	Replay    string        // show the plan the captures of this file or directory give; reach no host, apply nothing
 
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
@@ -74,13 +75,18 @@ type baseline struct {
 }
 
 // Run probes the hosts of names (or reads the plan of Apply), shows the plan, and, once the
-// operator confirms, applies it. It returns fix's exit status.
+// operator confirms, applies it. With Replay it shows the plan the captures give and returns:
+// nothing is reached, asked or applied. It returns fix's exit status.
 func (r *Runner) Run(ctx context.Context, names []string) (int, error) {
 	plan, failed, err := r.plan(ctx, names)
 	if err != nil || plan == nil {
 		return Usage, err
 	}
 	fix.WritePlan(r.Stdout, *plan, fix.How{Sudo: r.Sudo, KillAfter: r.KillAfter}, r.Clean)
+	if r.Replay != "" && plan.Targets() > 0 {
+		r.replayed(*plan)
+		return failedCode(failed, OK), nil
+	}
 	if r.PlanOut != "" {
 		if err := writePlanFile(r.PlanOut, *plan); err != nil {
 			return Internal, err
@@ -209,7 +215,11 @@ func (r *Runner) plan(ctx context.Context, names []string) (*fix.Plan, bool, err
 			mu.Unlock()
 		}
 	}
-	hosts, err := r.Probe(ctx, names, see)
+	probe := r.Probe
+	if r.Replay != "" {
+		probe = r.replay
+	}
+	hosts, err := probe(ctx, names, see)
 	if err != nil || hosts == nil {
 		return nil, false, err
 	}
@@ -225,6 +235,43 @@ func (r *Runner) plan(ctx context.Context, names []string) (*fix.Plan, bool, err
 		p.Hosts = append(p.Hosts, hp)
 	}
 	return p, failed, nil
+}
+
+// replay diagnoses the captures of Replay, calling each for every host, as Probe would have
+// from their hosts: the plan is built from them exactly as from a live probe. Nothing is
+// reached.
+func (r *Runner) replay(_ context.Context, _ []string, each func(*report.Host)) ([]report.Host, error) {
+	c := r.Config()
+	c.Each = each
+	hosts, err := triage.Replay(r.Replay, c)
+	if err != nil {
+		return nil, r.Usagef("fix %v", err)
+	}
+	return hosts, nil
+}
+
+// replayed ends a replay whose plan has targets: nothing is applied. The targets the apply
+// script would refuse at once, run as the capture's user (another user's process, without
+// Sudo), are said in the words a live run says it in.
+func (r *Runner) replayed(p fix.Plan) {
+	var hosts []string
+	for _, hp := range p.Hosts {
+		if len(hp.Targets) > 0 {
+			hosts = append(hosts, r.Clean(hp.Host))
+		}
+		b, ok := r.bases[hp.Host]
+		if !ok || r.Sudo || b.snap.Host.UID == nil || *b.snap.Host.UID == 0 {
+			continue
+		}
+		for _, t := range hp.Targets {
+			if t.UID != *b.snap.Host.UID {
+				fmt.Fprintf(r.Stdout, "applied as the capture's user (uid %d), it would end:\n", *b.snap.Host.UID)
+				fix.WriteResult(r.Stdout, hp.Host, t, fix.Result{PID: t.PID, Outcome: fix.Refused, Detail: "permission"}, r.Sudo, r.Clean)
+			}
+		}
+	}
+	fmt.Fprintf(r.Stdout, "nothing applied (--replay): gputriage fix %s probes again, shows the plan for what runs then, and asks before applying\n",
+		strings.Join(hosts, " "))
 }
 
 func errText(he *report.HostError) string {
