@@ -100,7 +100,7 @@ func TestCommandFlags(t *testing.T) {
 	want := map[string]string{
 		"": "format color replay local timeout verbose quiet only sort redact show-secrets output version help " +
 			hosts + slurm + sweep + "dry-run save " + ready,
-		"collect":    "timeout quiet version help " + hosts + slurm + sweep + "dry-run save",
+		"collect":    "local timeout quiet version help " + hosts + slurm + sweep + "dry-run save",
 		"fix":        "yes plan-out apply replay kill-after wait include timeout help " + hosts + slurm + sweep,
 		"watch":      "interval until format color timeout help " + hosts + ssh + "connect-timeout accept-new ask-passphrase sudo " + ready,
 		"explain":    "file host format color timeout verbose show-secrets version help " + sweep,
