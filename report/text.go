@@ -217,6 +217,11 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 		t.line("")
 		t.processes(h.Result.Processes, h.Result.BlamedPIDs())
 	}
+	if s := h.Snapshot; s != nil {
+		if a := diagnose.AttributionWords(diagnose.AccountMemory(s.GPUs, h.Result.Processes)); a != "" {
+			t.wrap("  ", "    ", a)
+		}
+	}
 	if h.Readiness != nil {
 		t.readiness(*h.Readiness)
 	}
@@ -355,22 +360,24 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 		return
 	}
 	rows := t.gpuRows(s, blamed)
-	labelW, usedW, totalW, unitW := 0, 0, 0, len("MiB")
+	labelW, unitW := 0, len("MiB")
+	var colW [4]int
+	for i, h := range diagnose.MemoryHeads {
+		colW[i] = len(h)
+	}
 	for _, r := range rows {
 		labelW = max(labelW, len(diagnose.FormatGPUs(r.gpus)))
-		if r.g.MemoryUsedMiB != nil {
-			usedW = max(usedW, len(mib(*r.g.MemoryUsedMiB)))
-		}
-		if r.g.MemoryTotalMiB != nil {
-			totalW = max(totalW, len(mib(*r.g.MemoryTotalMiB)))
+		for i, c := range memCells(r.g) {
+			colW[i] = max(colW[i], len(c))
 		}
 		if len(r.gpus) > 1 {
 			unitW = len("MiB each")
 		}
 	}
-	// "  GPU 0  [bar]  55,295 / 97,887 MiB  56%"
-	fixed := 2 + labelW + 2 + 2 + 2 + usedW + 3 + totalW + 1 + unitW + 2 + 4
+	// "  GPU 0  [bar]  55,295       635  41,958  97,887 MiB"
+	fixed := 2 + labelW + 2 + 2 + 2 + colW[0] + 2 + colW[1] + 2 + colW[2] + 2 + colW[3] + 1 + unitW
 	barW := min(max(t.width-fixed, 10), 40)
+	t.line(t.st.dim.Render(strings.Repeat(" ", 2+labelW+2+barW+2) + memColumns(diagnose.MemoryHeads, colW)))
 	for _, r := range rows {
 		label := fit(diagnose.FormatGPUs(r.gpus), labelW)
 		if r.blamed {
@@ -390,10 +397,12 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 			if len(r.gpus) > 1 {
 				unit = "MiB each"
 			}
-			row = label + t.bar(pct, barW, t.barStyle(r.sev, r.blamed)) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
-				fitRight(mib(*g.MemoryTotalMiB), totalW) + " " + fit(unit, unitW) + "  " + fitRight(fmt.Sprintf("%d%%", pct), 4)
+			row = label + t.bar(pct, barW, t.barStyle(r.sev, r.blamed)) + "  " + memColumns(memCells(g), colW) + " " + fit(unit, unitW)
 		}
-		t.gpuLine(row, r.details, 2+labelW+2)
+		t.gpuLine(strings.TrimRight(row, " "), r.details, 2+labelW+2)
+	}
+	for _, n := range diagnose.BalanceNotes(diagnose.AccountMemory(s.GPUs, nil)) {
+		t.wrap("  ", "    ", n)
 	}
 }
 
