@@ -47,7 +47,7 @@ type MemoryAccount struct {
 	ListedMiB             int64
 	Listed, ListedUnknown int
 	// UnattributedMiB is UsedMiB − ListedMiB: used memory no listed process accounts for
-	// (contexts, processes the probe could not see). Nil when used or a listed process's
+	// (the driver's own bookkeeping, processes the probe could not see). Nil when used or a listed process's
 	// figure is unknown; negative when the listed figures exceed used.
 	UnattributedMiB *int64
 }

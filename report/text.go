@@ -387,16 +387,16 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 		g := r.g
 		pct := percent(g.MemoryUsedMiB, g.MemoryTotalMiB)
 		var row string
-		if pct < 0 {
+		unit := "MiB"
+		if len(r.gpus) > 1 {
+			unit = "MiB each"
+		}
+		switch {
+		case memCells(g) == [4]string{"?", "?", "?", "?"}:
 			row = label + "memory unknown"
-			if g.MemoryUsedMiB != nil {
-				row += " (" + mib(*g.MemoryUsedMiB) + " MiB used)"
-			}
-		} else {
-			unit := "MiB"
-			if len(r.gpus) > 1 {
-				unit = "MiB each"
-			}
+		case pct < 0: // no bar without used and total; the figures nvidia-smi gave still show
+			row = label + strings.Repeat(" ", barW+2) + "  " + memColumns(memCells(g), colW) + " " + fit(unit, unitW)
+		default:
 			row = label + t.bar(pct, barW, t.barStyle(r.sev, r.blamed)) + "  " + memColumns(memCells(g), colW) + " " + fit(unit, unitW)
 		}
 		t.gpuLine(strings.TrimRight(row, " "), r.details, 2+labelW+2)
