@@ -58,7 +58,7 @@ func TestAttributionWords(t *testing.T) {
 	}
 	procs := []GPUProcess{{PID: 20629, Listed: true, GPUs: []int{0}, GPUMemoryMiB: map[int]int64{0: 55286}}}
 	if got, want := AttributionWords(AccountMemory(gpus, procs)),
-		"GPUs 0, 2: 55,299 MiB used: processes listed 55,286 MiB; not attributed to a listed process 13 MiB"; got != want {
+		"GPUs 0, 2: 55,299 MiB used in all: processes listed 55,286 MiB; not attributed to a listed process 13 MiB"; got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
 	ms := AccountMemory(gpus, append(procs, GPUProcess{PID: 7, Listed: true, GPUs: []int{2}}))

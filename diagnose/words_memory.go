@@ -59,7 +59,8 @@ func balanceWords(b Balance, off int64) string {
 
 // AttributionWords sets what nvidia-smi gives for the processes listed against the memory in
 // use, over the GPUs where either is not zero: "GPU 0: 55,295 MiB used: processes listed
-// 55,286 MiB; not attributed to a listed process 9 MiB". "" when there is none.
+// 55,286 MiB; not attributed to a listed process 9 MiB" (over several GPUs, "used in all").
+// "" when there is none.
 func AttributionWords(ms []MemoryAccount) string {
 	var gpus, unknown []int
 	var used, listed int64
@@ -76,13 +77,16 @@ func AttributionWords(ms []MemoryAccount) string {
 	}
 	var parts []string
 	if len(gpus) > 0 {
-		s := fmt.Sprintf("%s: %s used: processes listed %s; not attributed to a listed process %s",
-			FormatGPUs(gpus), fmtMiB(used), fmtMiB(listed), fmtMiB(used-listed))
+		head := FormatGPUs(gpus) + ": " + fmtMiB(used) + " used"
+		if len(gpus) > 1 {
+			head += " in all"
+		}
+		s := fmt.Sprintf("%s: processes listed %s; not attributed to a listed process %s", head, fmtMiB(listed), fmtMiB(used-listed))
 		if listed == 0 {
-			s = FormatGPUs(gpus) + ": " + fmtMiB(used) + " used, none of it by a listed process"
+			s = head + ", none of it by a listed process"
 		} else if listed > used {
-			s = fmt.Sprintf("%s: %s used: processes listed %s, %s more (nvidia-smi reads the two at different moments)",
-				FormatGPUs(gpus), fmtMiB(used), fmtMiB(listed), fmtMiB(listed-used))
+			s = fmt.Sprintf("%s: processes listed %s, %s more (nvidia-smi reads the two at different moments)",
+				head, fmtMiB(listed), fmtMiB(listed-used))
 		}
 		parts = append(parts, s)
 	}

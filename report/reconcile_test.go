@@ -123,7 +123,7 @@ var (
 		regexp.MustCompile(`on GPU (?P<gpu>\d+) \(lowest (?P<mib>[\d,]+) MiB free\)`),
 	}
 	totalLessReserved = regexp.MustCompile(`([\d,]+) total − ([\d,]+) reserved`)
-	attribution       = regexp.MustCompile(`^  (GPUs? [0-9, -]+?): ([\d,]+) MiB used(?:: processes listed ([\d,]+) MiB(?:; not attributed to a listed process (-?[\d,]+) MiB|, ([\d,]+) MiB more .*)|, none of it by a listed process)$`)
+	attribution       = regexp.MustCompile(`^  (GPUs? [0-9, -]+?): ([\d,]+) MiB used(?: in all)?(?:: processes listed ([\d,]+) MiB(?:; not attributed to a listed process (-?[\d,]+) MiB|, ([\d,]+) MiB more .*)|, none of it by a listed process)$`)
 )
 
 // reconcileText checks the text report (wide enough that nothing wraps) against the JSON's
