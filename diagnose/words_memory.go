@@ -12,9 +12,9 @@ import (
 var MemoryHeads = [4]string{"used", "reserved", "free", "total"}
 
 // BalanceNotes are the footnotes a GPU table needs for its figures to reconcile, one per
-// kind of gap, its GPUs folded: "GPU 0: used + reserved + free come to 1 MiB more than the
-// total: nvidia-smi rounds each figure to the MiB on its own". None when every part comes to
-// its total, or nothing is known to set against it.
+// kind of gap, its GPUs folded: "GPU 0: used + reserved + free = total + 1 MiB (nvidia-smi
+// rounds each figure)". None when the parts come to the total, or nothing is known to set
+// against it.
 func BalanceNotes(ms []MemoryAccount) []string {
 	type key struct {
 		b   Balance
@@ -42,19 +42,20 @@ func BalanceNotes(ms []MemoryAccount) []string {
 	return out
 }
 
-// balanceWords says why a GPU's parts do not come to its total.
+// balanceWords says why a GPU's parts do not come to its total, in a line of a terminal:
+// "used + reserved + free = total + 1 MiB (nvidia-smi rounds each figure)".
 func balanceWords(b Balance, off int64) string {
 	if b == BalanceReservedUnknown {
 		return "reserved unknown (nvidia-smi gave no memory.reserved, as older drivers do not), so used + free need not come to the total"
 	}
-	gap := "used + reserved + free come to " + fmtMiB(abs64(off)) + " more than the total"
+	gap := "used + reserved + free = total + " + fmtMiB(off)
 	if off < 0 {
-		gap = "used + reserved + free come to " + fmtMiB(-off) + " less than the total"
+		gap = "used + reserved + free = total − " + fmtMiB(-off)
 	}
 	if b == BalanceRounding {
-		return gap + ": nvidia-smi rounds each figure to the MiB on its own"
+		return gap + " (nvidia-smi rounds each figure)"
 	}
-	return gap + ", more than nvidia-smi's rounding explains: each figure is shown as it gave it"
+	return gap + ", more than nvidia-smi's rounding of each figure explains: each is shown as it gave it"
 }
 
 // AttributionWords sets what nvidia-smi gives for the processes listed against the memory in
@@ -94,11 +95,4 @@ func AttributionWords(ms []MemoryAccount) string {
 		parts = append(parts, FormatGPUs(unknown)+": nvidia-smi gives no memory figure for some processes listed, so what they hold is unknown")
 	}
 	return strings.Join(parts, "; ")
-}
-
-func abs64(n int64) int64 {
-	if n < 0 {
-		return -n
-	}
-	return n
 }

@@ -210,7 +210,6 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 	// (a changed host key).
 	if s := h.Snapshot; s != nil {
 		t.facts(g)
-		t.line("")
 		t.gpus(s, h.Result.BlamedGPUs())
 	}
 	if len(h.Result.Processes) > 0 {
@@ -347,10 +346,14 @@ func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
 	return strings.Join(extra, " · ")
 }
 
-// gpus draws a memory bar per GPU, identical consecutive ones folded into one; those in
-// blamed (by a finding's severity) are drawn in its color, with their label, and the others
-// green however full they are.
+// gpus draws a memory bar per GPU, identical consecutive ones folded into one, under the
+// heads of their figures (the line that parts them from the facts above); those in blamed
+// (by a finding's severity) are drawn in its color, with their label, and the others green
+// however full they are.
 func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
+	if len(s.GPUs) == 0 || s.SMI.Failure != nil {
+		t.line("")
+	}
 	if f := s.SMI.Failure; f != nil {
 		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", messageLines(f.Message, Sanitize))
 		return
