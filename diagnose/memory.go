@@ -42,8 +42,8 @@ type MemoryAccount struct {
 	Balance                                 Balance
 	// OffByMiB is used + reserved + free − total, when all four are known.
 	OffByMiB *int64
-	// ListedMiB is the memory nvidia-smi gives for the processes the report lists on this
-	// GPU, Listed their number; ListedUnknown counts those listed here without a figure.
+	// ListedMiB is the memory nvidia-smi gives for the processes it lists on this GPU, Listed
+	// their number; ListedUnknown counts those listed here without a figure.
 	ListedMiB             int64
 	Listed, ListedUnknown int
 	// UnattributedMiB is UsedMiB − ListedMiB: used memory no listed process accounts for
@@ -52,8 +52,10 @@ type MemoryAccount struct {
 	UnattributedMiB *int64
 }
 
-// AccountMemory is the memory of each GPU of s, reconciled, with what the processes the report lists
-// (a Result's Processes) hold on it.
+// AccountMemory is the memory of each GPU, reconciled, with what the processes nvidia-smi
+// lists (a Result's Processes, before Retain folds them) hold on it.
+//
+// Reports read Result.Memory, or this of the Result's Processes where it is not set.
 func AccountMemory(gpus []parse.GPU, procs []GPUProcess) []MemoryAccount {
 	out := make([]MemoryAccount, 0, len(gpus))
 	for _, g := range gpus {

@@ -561,7 +561,7 @@ func jsonHostOf(h Host) jsonHost {
 		j.SMIFailure = &jsonSMIFailure{Kind: validUTF8(string(f.Kind)), Message: validUTF8(f.Message),
 			ExitCode: f.ExitCode, BusID: optStr(f.BusID)}
 	}
-	mem := diagnose.AccountMemory(s.GPUs, h.Result.Processes)
+	mem := memoryOf(h)
 	for i, g := range s.GPUs {
 		m := mem[i]
 		j.GPUs = append(j.GPUs, jsonGPU{

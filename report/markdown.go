@@ -190,7 +190,7 @@ func (m *mdWriter) host(g hostGroup, gi int, d *details) {
 	}
 	m.processes(h.Result.Processes)
 	if s := h.Snapshot; s != nil {
-		if a := diagnose.AttributionWords(diagnose.AccountMemory(s.GPUs, h.Result.Processes)); a != "" {
+		if a := diagnose.AttributionWords(memoryOf(h)); a != "" {
 			m.p("%s\n\n", mdText(a))
 		}
 	}

@@ -142,7 +142,7 @@ func (m *metrics) host(h Host) {
 	}
 	if h.Snapshot != nil {
 		leftover := leftoverMiB(h.Result)
-		mem := diagnose.AccountMemory(h.Snapshot.GPUs, h.Result.Processes)
+		mem := memoryOf(h)
 		for i, g := range h.Snapshot.GPUs {
 			labels := []string{"host", name, "gpu", strconv.Itoa(g.Index), "uuid", g.UUID}
 			for _, mem := range []struct {

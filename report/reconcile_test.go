@@ -363,3 +363,21 @@ func captureHost(t *testing.T, file string) Host {
 }
 
 func ct200FixtureHost(t *testing.T) Host { return captureHost(t, "../fixtures/ct200.capture") }
+
+// TestMemoryOfFoldedTable: a process table cut to its bound (diagnose.Retain) leaves the
+// memory figures whole: the processes nvidia-smi listed are still counted, so their memory is
+// not called unattributed.
+func TestMemoryOfFoldedTable(t *testing.T) {
+	h := captureHost(t, "../fixtures/busy.capture")
+	want := h.Result.Memory
+	h.Result.Processes = h.Result.Processes[:2] // as Retain folds a table past its bound
+	for i, m := range memoryOf(h) {
+		if m.ListedMiB != want[i].ListedMiB || m.Listed != 1 || *m.UnattributedMiB != *want[i].UnattributedMiB || *m.UnattributedMiB > 10 {
+			t.Errorf("GPU %d: %d processes, %d MiB, %d unattributed; want 1, %d, %d", i, m.Listed, m.ListedMiB, *m.UnattributedMiB, want[i].ListedMiB, *want[i].UnattributedMiB)
+		}
+	}
+	text := render(t, Text, []Host{h}, Options{Width: 400})
+	if !strings.Contains(text, "processes listed 587,160 MiB; not attributed to a listed process 80 MiB") {
+		t.Errorf("the attribution line counts the table, not nvidia-smi's listing:\n%s", text)
+	}
+}

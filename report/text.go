@@ -217,7 +217,7 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 		t.processes(h.Result.Processes, h.Result.BlamedPIDs())
 	}
 	if s := h.Snapshot; s != nil {
-		if a := diagnose.AttributionWords(diagnose.AccountMemory(s.GPUs, h.Result.Processes)); a != "" {
+		if a := diagnose.AttributionWords(memoryOf(h)); a != "" {
 			t.wrap("  ", "    ", a)
 		}
 	}
