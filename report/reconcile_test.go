@@ -16,7 +16,8 @@ import (
 )
 
 // TestFiguresReconcile: for every fixture and every nvidia-smi listing of the shared corpus
-// that parse reads (query-gpu, with the compute-apps listing taken at the same second), the
+// that parse reads (query-gpu, with the compute-apps listing taken at the same second;
+// compute-apps and -q process listings alone), the
 // figures of the text, Markdown, JSON and Prometheus reports reconcile: each GPU's used,
 // reserved, free and total are nvidia-smi's in every format (none derived), used + reserved
 // + free is within diagnose.RoundingMiB of total where all four are known, no sentence gives
@@ -280,7 +281,8 @@ func show(p *int64) string {
 }
 
 // reconcileHosts are every fixture, and every query-gpu listing of the shared corpus with the
-// compute-apps listing of the same second where there is one (and the others alone).
+// compute-apps listing of the same second where there is one (and the others alone, and the
+// -q process listings).
 func reconcileHosts(t *testing.T) []Host {
 	var hosts []Host
 	for _, pattern := range []string{"../fixtures/*.capture", "../fixtures/*/*.capture"} {
@@ -331,6 +333,13 @@ func reconcileHosts(t *testing.T) []Host {
 			s := &parse.Snapshot{Apps: apps}
 			hosts = append(hosts, Host{Name: filepath.Base(af), Snapshot: s, Result: diagnose.Diagnose(s, reportTime)})
 		}
+	}
+	// nvidia-smi -q's process listing: processes with memory, and no GPU figures to set it against.
+	qFiles, _ := filepath.Glob(filepath.Join(corpus, "smi-q_*.txt"))
+	for _, qf := range qFiles {
+		b, _ := os.ReadFile(qf)
+		s := &parse.Snapshot{SMIProcs: parse.ParseSMIPIDs(bytes.NewReader(b)), SMIProcsKnown: true}
+		hosts = append(hosts, Host{Name: filepath.Base(qf), Snapshot: s, Result: diagnose.Diagnose(s, reportTime)})
 	}
 	return hosts
 }
