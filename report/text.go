@@ -323,7 +323,7 @@ func (r gpuRow) sameAs(o gpuRow) bool {
 }
 
 // gpuDetails is what a GPU's line adds after its bar: its name on a host of mixed GPUs, and
-// with -v its utilization, reserved memory, bus ID and MIG mode.
+// with -v its utilization, bus ID and MIG mode (its reserved memory has its column).
 func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
 	var extra []string
 	if mixed {
@@ -332,9 +332,6 @@ func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
 	if t.o.Verbose {
 		if g.UtilizationPct != nil {
 			extra = append(extra, fmt.Sprintf("util %d%%", *g.UtilizationPct))
-		}
-		if g.MemoryReservedMiB != nil {
-			extra = append(extra, "reserved "+mib(*g.MemoryReservedMiB)+" MiB")
 		}
 		if g.BusID != "" {
 			extra = append(extra, Sanitize(g.BusID))
