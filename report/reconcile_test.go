@@ -33,6 +33,14 @@ func TestFiguresReconcile(t *testing.T) {
 	}
 	old.Result = diagnose.Diagnose(old.Snapshot, *old.Snapshot.Host.Time)
 	hosts = append(hosts, old)
+	// Two GPUs alike in used and total, not in reserved and free: their bars are not folded
+	// into one that gives the first one's figures for both.
+	split := captureHost(t, "../fixtures/clean.capture")
+	split.Name = "reserved-differs"
+	g := &split.Snapshot.GPUs[1]
+	g.MemoryReservedMiB, g.MemoryFreeMiB = ptr(int64(600)), ptr(*g.MemoryFreeMiB-32)
+	split.Result = diagnose.Diagnose(split.Snapshot, *split.Snapshot.Host.Time)
+	hosts = append(hosts, split)
 	for _, h := range hosts {
 		t.Run(h.Name, func(t *testing.T) {
 			gpus := reconcileJSON(t, h)

@@ -317,9 +317,8 @@ func (t *textWriter) gpuRows(s *parse.Snapshot, blamed map[int]diagnose.Severity
 }
 
 func (r gpuRow) sameAs(o gpuRow) bool {
-	eq := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 	return r.blamed == o.blamed && r.sev == o.sev && r.details == o.details &&
-		eq(r.g.MemoryUsedMiB, o.g.MemoryUsedMiB) && eq(r.g.MemoryTotalMiB, o.g.MemoryTotalMiB)
+		memCells(r.g) == memCells(o.g)
 }
 
 // gpuDetails is what a GPU's line adds after its bar: its name on a host of mixed GPUs, and
