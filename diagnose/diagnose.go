@@ -41,7 +41,7 @@ func Diagnose(s *parse.Snapshot, now time.Time) Result {
 	one(h.probeLimitedFinding(hasGhost))
 
 	sortFindings(fs)
-	return Result{Findings: fs, Processes: h.procs}
+	return Result{Findings: fs, Processes: h.procs, Memory: AccountMemory(s.GPUs, h.procs)}
 }
 
 // sortFindings orders findings most severe first, then by code, first GPU, first PID and

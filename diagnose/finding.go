@@ -187,6 +187,9 @@ type GPUProcess struct {
 type Result struct {
 	Findings  []Finding // most severe first, then by code, then by first GPU/PID
 	Processes []GPUProcess
+	// Memory is each GPU's memory reconciled (AccountMemory), of every process, before
+	// Retain folds Processes.
+	Memory []MemoryAccount
 }
 
 // Worst returns the highest severity among findings, or -1 when there are none.

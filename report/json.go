@@ -332,10 +332,16 @@ type jsonGPU struct {
 	MemoryUsedMiB     *int64  `json:"memory_used_mib"`
 	MemoryFreeMiB     *int64  `json:"memory_free_mib"`
 	MemoryReservedMiB *int64  `json:"memory_reserved_mib"`
-	UtilizationPct    *int    `json:"utilization_pct"`
-	ComputeMode       *string `json:"compute_mode"`
-	MIGMode           *string `json:"mig_mode"`
-	MinorNumber       *int    `json:"minor_number"`
+	// How the four figures and the processes' memory reconcile (diagnose.MemoryAccount).
+	MemoryBalance         string  `json:"memory_balance"`
+	MemoryOffByMiB        *int64  `json:"memory_off_by_mib"`
+	MemoryProcessesMiB    int64   `json:"memory_processes_mib"`
+	MemoryProcesses       int     `json:"memory_processes"`
+	MemoryUnattributedMiB *int64  `json:"memory_unattributed_mib"`
+	UtilizationPct        *int    `json:"utilization_pct"`
+	ComputeMode           *string `json:"compute_mode"`
+	MIGMode               *string `json:"mig_mode"`
+	MinorNumber           *int    `json:"minor_number"`
 }
 
 // jsonLauncher is what started a worker: its PID and name, the worker's place among its GPU
@@ -555,11 +561,15 @@ func jsonHostOf(h Host) jsonHost {
 		j.SMIFailure = &jsonSMIFailure{Kind: validUTF8(string(f.Kind)), Message: validUTF8(f.Message),
 			ExitCode: f.ExitCode, BusID: optStr(f.BusID)}
 	}
-	for _, g := range s.GPUs {
+	mem := memoryOf(h)
+	for i, g := range s.GPUs {
+		m := mem[i]
 		j.GPUs = append(j.GPUs, jsonGPU{
 			Index: g.Index, UUID: optStr(g.UUID), Name: optStr(g.Name), BusID: optStr(g.BusID),
 			MemoryTotalMiB: g.MemoryTotalMiB, MemoryUsedMiB: g.MemoryUsedMiB,
 			MemoryFreeMiB: g.MemoryFreeMiB, MemoryReservedMiB: g.MemoryReservedMiB,
+			MemoryBalance: string(m.Balance), MemoryOffByMiB: m.OffByMiB, MemoryProcessesMiB: m.ListedMiB,
+			MemoryProcesses: m.Listed, MemoryUnattributedMiB: m.UnattributedMiB,
 			UtilizationPct: g.UtilizationPct, ComputeMode: optStr(g.ComputeMode), MIGMode: optStr(g.MIGMode),
 			MinorNumber: g.MinorNumber,
 		})

@@ -47,19 +47,7 @@ func TestWordsFromJSONCaptures(t *testing.T) {
 	for _, pattern := range []string{"../fixtures/*.capture", "../fixtures/*/*.capture", "../diagnose/testdata/*/*.capture", "../nodecheck/testdata/*/*.capture"} {
 		files, _ := filepath.Glob(pattern)
 		for _, file := range files {
-			raw, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			snap, err := parse.Parse(raw)
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			now := reportTime
-			if snap.Host.Time != nil {
-				now = *snap.Host.Time
-			}
-			hosts = append(hosts, Host{Name: file, Snapshot: snap, Result: diagnose.Diagnose(snap, now), Capture: raw})
+			hosts = append(hosts, captureHost(t, file))
 		}
 	}
 	if len(hosts) < 10 {

@@ -189,6 +189,11 @@ func (m *mdWriter) host(g hostGroup, gi int, d *details) {
 		m.gpus(s)
 	}
 	m.processes(h.Result.Processes)
+	if s := h.Snapshot; s != nil {
+		if a := diagnose.AttributionWords(memoryOf(h)); a != "" {
+			m.p("%s\n\n", mdText(a))
+		}
+	}
 	if h.Readiness != nil {
 		lines := ReadinessLines(*h.Readiness)
 		m.p("**Readiness:** %s\n\n", mdText(lines[0]))
@@ -267,6 +272,9 @@ func (m *mdWriter) gpus(s *parse.Snapshot) {
 		m.gpuTable(each)
 		m.p("</details>\n\n")
 	}
+	for _, n := range diagnose.BalanceNotes(diagnose.AccountMemory(s.GPUs, nil)) {
+		m.p("%s\n\n", mdText(n))
+	}
 }
 
 // mdGPURows folds consecutive GPUs whose cells but the bus ID are the same into one row.
@@ -294,15 +302,19 @@ func mdGPUCells(g parse.GPU) string {
 	if g.UtilizationPct != nil {
 		util = fmt.Sprintf("%d%%", *g.UtilizationPct)
 	}
-	return fmt.Sprintf("%s | %s | %s | %s | %s | %s", mdText(g.Name), opt(g.MemoryUsedMiB), opt(g.MemoryTotalMiB),
-		opt(g.MemoryFreeMiB), pct, util)
+	c := memCells(g)
+	return fmt.Sprintf("%s | %s | %s | %s | %s | %s | %s", mdText(g.Name), c[0], c[1], c[2], c[3], pct, util)
 }
 
 // gpuTable writes a table of GPU rows: one GPU, with its bus ID, or several folded ("1-7",
 // their figures each).
 func (m *mdWriter) gpuTable(rows [][]parse.GPU) {
-	m.p("| GPU | Name | Used MiB | Total MiB | Free MiB | Used | Util | Bus ID |\n")
-	m.p("|---:|---|---:|---:|---:|---:|---:|---|\n")
+	heads := make([]string, len(diagnose.MemoryHeads))
+	for i, h := range diagnose.MemoryHeads {
+		heads[i] = strings.ToUpper(h[:1]) + h[1:] + " MiB"
+	}
+	m.p("| GPU | Name | %s | Used | Util | Bus ID |\n", strings.Join(heads, " | "))
+	m.p("|---:|---|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		first, last := r[0], r[len(r)-1]
 		if len(r) == 1 {

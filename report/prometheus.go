@@ -49,6 +49,8 @@ var families = []struct{ name, help string }{
 	mMemTotal:      {"gputriage_gpu_memory_total_bytes", "Total memory of the GPU, as nvidia-smi reports it."},
 	mMemUsed:       {"gputriage_gpu_memory_used_bytes", "Memory in use on the GPU, as nvidia-smi reports it."},
 	mMemFree:       {"gputriage_gpu_memory_free_bytes", "Free memory on the GPU, as nvidia-smi reports it."},
+	mMemReserved:   {"gputriage_gpu_memory_reserved_bytes", "Memory the driver keeps for itself on the GPU, as nvidia-smi reports it (absent where the driver does not report it); total = used + reserved + free, to nvidia-smi's rounding of each figure to the MiB."},
+	mMemProcesses:  {"gputriage_gpu_memory_processes_bytes", "GPU memory nvidia-smi gives for the processes it lists on the GPU; used minus this is memory not attributed to a listed process."},
 	mMemLeftover:   {"gputriage_gpu_memory_leftover_bytes", "GPU memory held by processes gputriage judged left over (leftover-process findings)."},
 	mFinding:       {"gputriage_finding", "1 for each finding of the last run, labelled with its code, severity, kind, GPUs and Slurm job (docs/findings.md)."},
 	mLastRun:       {"gputriage_last_run_timestamp_seconds", "When gputriage last wrote these metrics, in seconds since the Unix epoch."},
@@ -61,6 +63,8 @@ const (
 	mMemTotal
 	mMemUsed
 	mMemFree
+	mMemReserved
+	mMemProcesses
 	mMemLeftover
 	mFinding
 	mLastRun
@@ -138,16 +142,18 @@ func (m *metrics) host(h Host) {
 	}
 	if h.Snapshot != nil {
 		leftover := leftoverMiB(h.Result)
-		for _, g := range h.Snapshot.GPUs {
+		mem := memoryOf(h)
+		for i, g := range h.Snapshot.GPUs {
 			labels := []string{"host", name, "gpu", strconv.Itoa(g.Index), "uuid", g.UUID}
 			for _, mem := range []struct {
 				family int
 				mib    *int64
-			}{{mMemTotal, g.MemoryTotalMiB}, {mMemUsed, g.MemoryUsedMiB}, {mMemFree, g.MemoryFreeMiB}} {
+			}{{mMemTotal, g.MemoryTotalMiB}, {mMemUsed, g.MemoryUsedMiB}, {mMemFree, g.MemoryFreeMiB}, {mMemReserved, g.MemoryReservedMiB}} {
 				if mem.mib != nil { // unknown is left out, never 0
 					m.add(mem.family, labels, mibBytes(*mem.mib))
 				}
 			}
+			m.add(mMemProcesses, labels, mibBytes(mem[i].ListedMiB))
 			m.add(mMemLeftover, labels, mibBytes(leftover[g.Index]))
 		}
 	}

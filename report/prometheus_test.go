@@ -281,7 +281,7 @@ func TestPrometheusNoDuplicateSeries(t *testing.T) {
 			seen[name] = true
 		}
 	}
-	if !seen[`gputriage_finding{host="ct200",code="leftover-process",severity="error",gpu="0"}`] || len(seen) != 1+8*4+3 {
+	if !seen[`gputriage_finding{host="ct200",code="leftover-process",severity="error",gpu="0"}`] || len(seen) != 1+8*6+3 {
 		t.Errorf("%d series:\n%s", len(seen), out)
 	}
 }

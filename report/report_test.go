@@ -153,9 +153,9 @@ func TestTextContent(t *testing.T) {
 	for _, want := range []string{
 		"ct200  1 error, 1 warning",
 		"8× NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-		"GPU 0     [", "55,295 / 97,887 MiB        56%",
+		"GPU 0     [", "55,295       635  41,958  97,887 MiB",
 		// Identical GPUs fold into one line.
-		"GPUs 1-7  [", "0 / 97,887 MiB each    0%",
+		"GPUs 1-7  [", "0       635  97,252  97,887 MiB each",
 		"20629", "ubuntu", "55,286 MiB", "2h13m", "sglang-qwen.service",
 		// The process table names the program before the command line that runs it.
 		"PROGRAM               COMMAND", "sglang.launch_server  python3 -m sglang",
@@ -211,9 +211,9 @@ func TestMarkdownTableCells(t *testing.T) {
 	if len(rows) == 0 {
 		t.Fatal("no tables")
 	}
-	// The GPU table has 8 columns, the process table 7; no hostile | adds one.
+	// The GPU table has 9 columns, the process table 8; no hostile | adds one.
 	for _, r := range rows {
-		if len(r) != 8 && len(r) != 7 {
+		if len(r) != 9 && len(r) != 8 {
 			t.Errorf("row has %d cells: %q", len(r), r)
 		}
 	}

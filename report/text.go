@@ -210,12 +210,16 @@ func (t *textWriter) host(g hostGroup, gi int, d *details) {
 	// (a changed host key).
 	if s := h.Snapshot; s != nil {
 		t.facts(g)
-		t.line("")
 		t.gpus(s, h.Result.BlamedGPUs())
 	}
 	if len(h.Result.Processes) > 0 {
 		t.line("")
 		t.processes(h.Result.Processes, h.Result.BlamedPIDs())
+	}
+	if s := h.Snapshot; s != nil {
+		if a := diagnose.AttributionWords(memoryOf(h)); a != "" {
+			t.wrap("  ", "    ", a)
+		}
 	}
 	if h.Readiness != nil {
 		t.readiness(*h.Readiness)
@@ -313,13 +317,12 @@ func (t *textWriter) gpuRows(s *parse.Snapshot, blamed map[int]diagnose.Severity
 }
 
 func (r gpuRow) sameAs(o gpuRow) bool {
-	eq := func(a, b *int64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 	return r.blamed == o.blamed && r.sev == o.sev && r.details == o.details &&
-		eq(r.g.MemoryUsedMiB, o.g.MemoryUsedMiB) && eq(r.g.MemoryTotalMiB, o.g.MemoryTotalMiB)
+		memCells(r.g) == memCells(o.g)
 }
 
 // gpuDetails is what a GPU's line adds after its bar: its name on a host of mixed GPUs, and
-// with -v its utilization, reserved memory, bus ID and MIG mode.
+// with -v its utilization, bus ID and MIG mode (its reserved memory has its column).
 func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
 	var extra []string
 	if mixed {
@@ -328,9 +331,6 @@ func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
 	if t.o.Verbose {
 		if g.UtilizationPct != nil {
 			extra = append(extra, fmt.Sprintf("util %d%%", *g.UtilizationPct))
-		}
-		if g.MemoryReservedMiB != nil {
-			extra = append(extra, "reserved "+mib(*g.MemoryReservedMiB)+" MiB")
 		}
 		if g.BusID != "" {
 			extra = append(extra, Sanitize(g.BusID))
@@ -342,10 +342,14 @@ func (t *textWriter) gpuDetails(g parse.GPU, mixed bool) string {
 	return strings.Join(extra, " · ")
 }
 
-// gpus draws a memory bar per GPU, identical consecutive ones folded into one; those in
-// blamed (by a finding's severity) are drawn in its color, with their label, and the others
-// green however full they are.
+// gpus draws a memory bar per GPU, identical consecutive ones folded into one, under the
+// heads of their figures (the line that parts them from the facts above); those in blamed
+// (by a finding's severity) are drawn in its color, with their label, and the others green
+// however full they are.
 func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
+	if len(s.GPUs) == 0 || s.SMI.Failure != nil {
+		t.line("")
+	}
 	if f := s.SMI.Failure; f != nil {
 		t.wrap("  "+t.st.failed.Render("nvidia-smi failed")+" ("+Sanitize(string(f.Kind))+"): ", "    ", messageLines(f.Message, Sanitize))
 		return
@@ -355,22 +359,24 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 		return
 	}
 	rows := t.gpuRows(s, blamed)
-	labelW, usedW, totalW, unitW := 0, 0, 0, len("MiB")
+	labelW, unitW := 0, len("MiB")
+	var colW [4]int
+	for i, h := range diagnose.MemoryHeads {
+		colW[i] = len(h)
+	}
 	for _, r := range rows {
 		labelW = max(labelW, len(diagnose.FormatGPUs(r.gpus)))
-		if r.g.MemoryUsedMiB != nil {
-			usedW = max(usedW, len(mib(*r.g.MemoryUsedMiB)))
-		}
-		if r.g.MemoryTotalMiB != nil {
-			totalW = max(totalW, len(mib(*r.g.MemoryTotalMiB)))
+		for i, c := range memCells(r.g) {
+			colW[i] = max(colW[i], len(c))
 		}
 		if len(r.gpus) > 1 {
 			unitW = len("MiB each")
 		}
 	}
-	// "  GPU 0  [bar]  55,295 / 97,887 MiB  56%"
-	fixed := 2 + labelW + 2 + 2 + 2 + usedW + 3 + totalW + 1 + unitW + 2 + 4
+	// "  GPU 0  [bar]  55,295       635  41,958  97,887 MiB"
+	fixed := 2 + labelW + 2 + 2 + 2 + colW[0] + 2 + colW[1] + 2 + colW[2] + 2 + colW[3] + 1 + unitW
 	barW := min(max(t.width-fixed, 10), 40)
+	t.line(t.st.dim.Render(strings.Repeat(" ", 2+labelW+2+barW+2) + memColumns(diagnose.MemoryHeads, colW)))
 	for _, r := range rows {
 		label := fit(diagnose.FormatGPUs(r.gpus), labelW)
 		if r.blamed {
@@ -380,20 +386,22 @@ func (t *textWriter) gpus(s *parse.Snapshot, blamed map[int]diagnose.Severity) {
 		g := r.g
 		pct := percent(g.MemoryUsedMiB, g.MemoryTotalMiB)
 		var row string
-		if pct < 0 {
-			row = label + "memory unknown"
-			if g.MemoryUsedMiB != nil {
-				row += " (" + mib(*g.MemoryUsedMiB) + " MiB used)"
-			}
-		} else {
-			unit := "MiB"
-			if len(r.gpus) > 1 {
-				unit = "MiB each"
-			}
-			row = label + t.bar(pct, barW, t.barStyle(r.sev, r.blamed)) + "  " + fitRight(mib(*g.MemoryUsedMiB), usedW) + " / " +
-				fitRight(mib(*g.MemoryTotalMiB), totalW) + " " + fit(unit, unitW) + "  " + fitRight(fmt.Sprintf("%d%%", pct), 4)
+		unit := "MiB"
+		if len(r.gpus) > 1 {
+			unit = "MiB each"
 		}
-		t.gpuLine(row, r.details, 2+labelW+2)
+		switch {
+		case memCells(g) == [4]string{"?", "?", "?", "?"}:
+			row = label + "memory unknown"
+		case pct < 0: // no bar without used and total; the figures nvidia-smi gave still show
+			row = label + strings.Repeat(" ", barW+2) + "  " + memColumns(memCells(g), colW) + " " + fit(unit, unitW)
+		default:
+			row = label + t.bar(pct, barW, t.barStyle(r.sev, r.blamed)) + "  " + memColumns(memCells(g), colW) + " " + fit(unit, unitW)
+		}
+		t.gpuLine(strings.TrimRight(row, " "), r.details, 2+labelW+2)
+	}
+	for _, n := range diagnose.BalanceNotes(diagnose.AccountMemory(s.GPUs, nil)) {
+		t.wrap("  ", "    ", n)
 	}
 }
 

@@ -57,7 +57,7 @@ func TestMarkdownTicketVisiblePart(t *testing.T) {
 	if strings.Contains(vis, "gputriage-capture") || !strings.Contains(md, "gputriage-capture v2") {
 		t.Error("the raw capture is not kept, or shows outside its <details> block")
 	}
-	if !strings.Contains(vis, "| 1-7 (each) |") || !strings.Contains(md, "| 7 | NVIDIA RTX PRO 6000 Blackwell Server Edition | 0 | 97,887 | 97,252 | 0% | 0% | 00000000:88:00.0 |") {
+	if !strings.Contains(vis, "| 1-7 (each) |") || !strings.Contains(md, "| 7 | NVIDIA RTX PRO 6000 Blackwell Server Edition | 0 | 635 | 97,252 | 97,887 | 0% | 0% | 00000000:88:00.0 |") {
 		t.Errorf("the GPUs are not folded as the terminal folds them, each GPU a click away:\n%s", vis)
 	}
 	html := cmarkGFM(t, md)

@@ -203,7 +203,7 @@ var fixtures = []fixture{
 	{name: "ghost", hostname: "a100-03", build: func() (scenario.SMI, func(), error) {
 		// 30 GiB used on GPU 2 and no process anywhere: its owner lives in a PID namespace the
 		// host cannot see into (a container), or the memory is the driver's.
-		g := gpus(4, "NVIDIA A100-SXM4-80GB", "550.90.07", 81920, 0, "00000000:%02X:00.0")
+		g := gpus(4, "NVIDIA A100-SXM4-80GB", "550.90.07", 81920, 465, "00000000:%02X:00.0")
 		g[2].UsedMiB, g[2].UtilPct = 30720, 0
 		for i := range g {
 			if g[i].UsedMiB == 0 {
@@ -241,7 +241,7 @@ var fixtures = []fixture{
 			stop()
 			return scenario.SMI{}, nil, fmt.Errorf("want 8 workers, got %v", kids)
 		}
-		g := gpus(8, "NVIDIA H100 80GB HBM3", "550.90.07", 81559, 0, "00000000:%02X:00.0")
+		g := gpus(8, "NVIDIA H100 80GB HBM3", "550.90.07", 81559, 532, "00000000:%02X:00.0")
 		var apps []scenario.App
 		for i := range g {
 			g[i].UsedMiB, g[i].UtilPct = 73404+int64(i%2)*2, 97
