@@ -280,6 +280,7 @@ func TestProbeParentUnforgeable(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	victimCmd := exec.Command("sleep", "3600")
+	victimCmd.SysProcAttr = dieWithTest() // a go test killed by its -timeout takes the victim along
 	if err := victimCmd.Start(); err != nil {
 		t.Fatal(err)
 	}
