@@ -59,11 +59,17 @@ elif mode == "markers":
     os.chdir(os.path.join(base, marks.replace("/", "_")))
     keep.append(hold(os.path.join(base, marks.replace("/", "_") + "file"), True))
 print(os.getpid(), flush=True)
-time.sleep(3600)
+# Gone with the test, even one killed before its cleanup ran: its files go with it.
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.2)
+import shutil
+shutil.rmtree(base, ignore_errors=True)
 `
 
 // startAttacker runs attackerPy as nobody and returns its PID and the /dev/shm directory it
-// made; both go when the test ends.
+// made; both go when the test ends, and when the test binary dies before its cleanup (the
+// attacker watches its parent and removes its own directory).
 func startAttacker(t *testing.T, mode string, victim int) (int, string) {
 	t.Helper()
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", systemPython(t), "-c", attackerPy)
