@@ -25,10 +25,8 @@ func explainFDsUnreadable(d *doc) []found {
 		if note && links < 0 {
 			links = countBefore(l, " fd link")
 		}
-		if j := strings.Index(l, "/proc/"); tool && j >= 0 && len(pids) < 16 {
-			if pid, _, ok := leadingInt(l[j+len("/proc/"):]); ok && !slices.Contains(pids, pid) {
-				pids = append(pids, pid)
-			}
+		if tool {
+			pids = pidAfter(l, "/proc/", pids)
 		}
 	}
 	if len(lines.idx) == 0 {
@@ -69,6 +67,18 @@ func explainFDsUnreadable(d *doc) []found {
 		}
 	}
 	return []found{{first: lines.first(), ex: ex}}
+}
+
+// pidAfter adds to pids (at most 16, each once) the PID that follows marker in l, if any.
+func pidAfter(l, marker string, pids []int) []int {
+	j := strings.Index(l, marker)
+	if j < 0 || len(pids) >= 16 {
+		return pids
+	}
+	if pid, _, ok := leadingInt(l[j+len(marker):]); ok && !slices.Contains(pids, pid) {
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 // countBefore is the number (thousands separated by commas or not) in the word before the
