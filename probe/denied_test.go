@@ -23,11 +23,7 @@ import (
 func TestProbeNamesDeniedPIDs(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
-	root := exec.Command("sleep", "3600")
-	if err := root.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = root.Process.Kill(); _ = root.Wait() })
+	rootSleeper(t)
 	smiDir := t.TempDir()
 	if err := os.Chmod(smiDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -64,4 +60,16 @@ func TestProbeNamesDeniedPIDs(t *testing.T) {
 			}
 		}
 	}
+}
+
+// rootSleeper starts a process of root's (sleep) that goes when the test ends, and returns its
+// PID.
+func rootSleeper(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "3600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
 }

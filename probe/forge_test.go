@@ -128,12 +128,7 @@ func systemPython(t *testing.T) string {
 func TestProbeUnforgeable(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
-	victimCmd := exec.Command("sleep", "3600")
-	if err := victimCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = victimCmd.Process.Kill(); _ = victimCmd.Wait() }()
-	victim := victimCmd.Process.Pid
+	victim := rootSleeper(t)
 	smiDir := t.TempDir()
 	smi := scenario.SMI{
 		GPUs: []scenario.GPU{{Index: 0, UUID: "GPU-forge-0", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:01:00.0", TotalMiB: 81559, UsedMiB: 40000, Driver: "550.54.15"}},
