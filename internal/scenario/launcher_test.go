@@ -2,6 +2,7 @@ package scenario_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,6 +55,13 @@ func TestStagedLauncherNamesWorkers(t *testing.T) {
 				if len(gp.Launcher) > 80 || tc.want == "" && gp.Launcher != "vllm serve" {
 					t.Errorf("launcher %q: want it bounded, and without a model that is not a model name", gp.Launcher)
 				}
+			}
+			busy := fmt.Sprintf("in use by the workers of vllm serve meta-llama/Llama-3.1-8B-Instruct (PID %d)", m.PID)
+			if tc.want == "" {
+				busy = fmt.Sprintf("in use by the workers of vllm serve (PID %d)", m.PID)
+			}
+			if !slices.ContainsFunc(r.jsonFindings, func(f jsonFinding) bool { return f.Code == diagnose.CodeGPUBusy && strings.Contains(f.Title, busy) }) {
+				t.Errorf("no gpu-busy titled %q: %+v", busy, r.jsonFindings)
 			}
 			if tc.want == "" {
 				for _, out := range []string{r.text, r.md} {
