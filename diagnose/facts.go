@@ -117,6 +117,11 @@ type Reason struct {
 	ConstrainDevices, TaskCgroup *bool
 	// Folded is how many items of what Detail names a result left out (detail-folded).
 	Folded int
+	// Links is how many fd links under /proc the probe could not read, PIDs the first
+	// processes they belong to, AsRoot whether it ran as root (probe-note fds-unreadable).
+	Links  int
+	PIDs   []int
+	AsRoot bool
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

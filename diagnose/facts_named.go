@@ -80,8 +80,11 @@ type UnitState struct {
 // a container, a Slurm job), Comm the name that titles it, Processes how many it has and
 // GPUMiB the memory they hold per GPU index. The finding's Named are its first processes.
 type BusyJob struct {
-	Key       string        `json:"key"`
-	Comm      string        `json:"comm,omitempty"`
+	Key  string `json:"key"`
+	Comm string `json:"comm,omitempty"`
+	// Launcher names the PID of a "ppid" key when every process is its worker, as program
+	// and model ("vllm serve meta-llama/Llama-3.1-8B"; GPUProcess.Launcher).
+	Launcher  string        `json:"launcher,omitempty"`
 	Processes int           `json:"processes"`
 	GPUMiB    map[int]int64 `json:"gpu_mib"`
 }

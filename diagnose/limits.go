@@ -58,6 +58,11 @@ func (h *host) captureLimits(ghost bool) []Reason {
 			r.Strong = s.Truncated
 		case "not-root":
 			r.Strong = ghost && h.notRoot()
+		case parse.NoteFDsUnreadable:
+			if d := s.FDsDenied; d != nil {
+				r.Links, r.PIDs = d.Links, d.PIDs
+			}
+			r.AsRoot = !h.notRoot() && s.Host.UID != nil
 		}
 		rs = append(rs, r)
 	}

@@ -452,7 +452,13 @@ func (h *host) busyJob(key string, procs []*GPUProcess) *BusyJob {
 		}
 		return j
 	}
-	if strings.HasPrefix(key, "ppid ") && len(procs) > 0 {
+	if rest, ok := strings.CutPrefix(key, "ppid "); ok && len(procs) > 0 {
+		j.Launcher = procs[0].Launcher
+		for _, gp := range procs {
+			if strconv.Itoa(gp.LauncherPID) != rest || gp.Launcher != j.Launcher {
+				j.Launcher = ""
+			}
+		}
 		j.Comm = procs[0].Name
 		if p := h.procByPID[procs[0].PID]; p != nil && p.Comm != "" {
 			j.Comm = p.Comm

@@ -207,11 +207,30 @@ func (h *host) setPrograms() {
 
 // launcherText names a launcher by its program and the model it serves, when its command
 // line names one: "vllm serve meta-llama/Llama-3.1-8B", "sglang.launch_server Qwen/Qwen3-8B".
+// The model is the host's text, a display value only: it is named only when it reads as a
+// model name or path (modelName), so that no argument can write words of its own ("(PID 1),
+// worker 0 of 8") into the name.
 func launcherText(program string, argv []string) string {
-	if m := modelOf(argv); m != "" && !strings.Contains(program, m) {
+	if m := modelOf(argv); modelName(m) && !strings.Contains(program, m) {
 		return clip(program + " " + m)
 	}
 	return program
+}
+
+// modelName reports whether m reads as a model name or path: a Hugging Face id
+// ("meta-llama/Llama-3.1-8B"), a directory, at most 128 bytes of letters, digits and ._-/:@+
+// (no space, quote, parenthesis or control character).
+func modelName(m string) bool {
+	if m == "" || len(m) > 128 {
+		return false
+	}
+	for _, c := range []byte(m) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._-/:@+", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // modelOf is the model a command line names: the value of --model, --model-path or

@@ -7,9 +7,13 @@ import (
 
 // Words of gpu-busy.
 
-// jobTitle is a gpu-busy job for people: "python3 processes started by PID 812".
+// jobTitle is a gpu-busy job for people: "python3 processes started by PID 812", "the workers
+// of vllm serve meta-llama/Llama-3.1-8B (PID 812)".
 func jobTitle(j BusyJob) string {
 	if rest, ok := strings.CutPrefix(j.Key, "ppid "); ok {
+		if j.Launcher != "" {
+			return "the workers of " + j.Launcher + " (PID " + rest + ")"
+		}
 		if j.Comm == "" {
 			return "the children of PID " + rest
 		}

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gputriage/gputriage/parse"
@@ -14,6 +15,9 @@ import (
 func limitLine(r Reason) string {
 	switch r.Code {
 	case ReasonProbeNote:
+		if r.Note == parse.NoteFDsUnreadable && r.Links > 0 {
+			return r.Note + ": " + fdsUnreadableWords(r)
+		}
 		if r.Detail == "" {
 			return r.Note + ": " + r.Note
 		}
@@ -56,6 +60,17 @@ func NoteLines(f Finding) []string {
 		}
 	}
 	return out
+}
+
+// NoteText is a probe note's words under probe-limited f: composed from the facts diagnose
+// attached to it (fds-unreadable), else the probe's own message.
+func NoteText(f Finding, n parse.Note) string {
+	for _, r := range f.Reasons {
+		if r.Code == ReasonProbeNote && r.Note == n.Code && r.Detail == n.Message && r.Note == parse.NoteFDsUnreadable && r.Links > 0 {
+			return fdsUnreadableWords(r)
+		}
+	}
+	return n.Message
 }
 
 // limitWhy is why a strong limit matters, and its rank among the others.
@@ -123,4 +138,32 @@ func probeLimitedWords(f *Finding) {
 	if f.NotRoot && !strings.Contains(f.Explanation, "--sudo") {
 		f.Explanation += " Rerunning gputriage with --sudo (or as root) lets the probe see every process."
 	}
+}
+
+// fdsUnreadableWords says which fd links the probe could not read, why root may not read
+// them, and what to do.
+func fdsUnreadableWords(r Reason) string {
+	s := fmt.Sprintf("%s %s under /proc could not be read (permission denied)", thousands(int64(r.Links)), plural(r.Links, "fd link", "fd links"))
+	if len(r.PIDs) > 0 {
+		pids := make([]string, len(r.PIDs))
+		for i, p := range r.PIDs {
+			pids[i] = strconv.Itoa(p)
+		}
+		s = fmt.Sprintf("%s %s of %s %s could not be read (permission denied)", thousands(int64(r.Links)),
+			plural(r.Links, "fd link", "fd links"), plural(len(r.PIDs), "PID", "PIDs"), strings.Join(pids, ", "))
+	}
+	if !r.AsRoot {
+		return s + ": processes using GPUs or /dev/shm may be missing"
+	}
+	look := "PID"
+	if len(r.PIDs) == 1 {
+		look = strconv.Itoa(r.PIDs[0])
+	}
+	whose := "the processes they belong to"
+	if len(r.PIDs) > 0 {
+		whose = plural(len(r.PIDs), "that process", "those processes")
+	}
+	return s + ", though the probe ran as root: the kernel refused root a ptrace-mode read of " + whose +
+		" (an LSM such as AppArmor, SELinux or Landlock, the agent of a sandbox or virtual machine guarding itself, a user namespace root does not own, or /proc mounted with hidepid)." +
+		" A GPU or /dev/shm user among them is not seen: check it with ls -l /proc/" + look + "/fd on the host, and the kernel or audit log for the denial"
 }

@@ -28,6 +28,7 @@ const (
 	FamilySMIFailed          = "smi-failed"
 	FamilyNVRMProbe          = "nvrm-probe"
 	FamilyXid                = "xid"
+	FamilyFDsUnreadable      = "fds-unreadable"
 )
 
 // Explanation is what one recognized error means. Every string is plain text, ready to print;
@@ -90,6 +91,7 @@ func Explain(text string) []Explanation {
 		explainSMI,
 		explainNVRMProbe,
 		explainXid,
+		explainFDsUnreadable,
 	} {
 		all = append(all, f(d)...)
 	}

@@ -280,6 +280,16 @@ func TestExplainVariants(t *testing.T) {
 			want: []want{{family: FamilyDataLoaderBusError, lines: 1, numbers: map[string]float64{"worker_pid": 2479}, meaning: []string{"PID 2479"}}},
 		},
 		{
+			name: "gputriage's fds-unreadable note",
+			in:   "            note (fds-unreadable): 263 fd links under /proc could not be read\n              (permission denied): processes using GPUs or /dev/shm may be\n              missing\n",
+			want: []want{{family: FamilyFDsUnreadable, lines: 1, numbers: map[string]float64{"links": 263}, meaning: []string{"ptrace-mode read", "hidepid"}}},
+		},
+		{
+			name: "find refused as root",
+			in:   "find: '/proc/1/fd/0': Permission denied\nfind: '/proc/1/fd/1': Permission denied\n",
+			want: []want{{family: FamilyFDsUnreadable, lines: 2, numbers: map[string]float64{"pid": 1}, meaning: []string{"The refused process is PID 1."}}},
+		},
+		{
 			name: "no devices, NVML unknown error",
 			in:   "$ nvidia-smi\nNo devices were found\n$ nvidia-smi -L\nFailed to initialize NVML: Unknown Error\n",
 			want: []want{

@@ -207,11 +207,7 @@ func explainDataLoader(d *doc) []found {
 			continue
 		}
 		lines.add(i)
-		if j := strings.Index(l, "DataLoader worker (pid "); j >= 0 && len(pids) < 16 {
-			if pid, _, ok := leadingInt(l[j+len("DataLoader worker (pid "):]); ok {
-				pids = append(pids, pid)
-			}
-		}
+		pids = pidAfter(l, "DataLoader worker (pid ", pids)
 	}
 	if len(lines.idx) == 0 {
 		return nil

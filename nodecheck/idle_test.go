@@ -210,7 +210,8 @@ func mutateIdle(s *parse.Snapshot, rng *rand.Rand) string {
 				held += e.Bytes
 			}
 		}
-		size := []int64{64*mib - held - 1, 64*mib - held, 64 * mib, gib - 1, gib, 3 * gib}[rng.IntN(6)]
+		// A file has no negative size: past the bound already, the sweep's first two are 0.
+		size := max(0, []int64{64*mib - held - 1, 64*mib - held, 64 * mib, gib - 1, gib, 3 * gib}[rng.IntN(6)])
 		name := []string{"/dev/shm/nccl-x", "/dev/shm/data", "/dev/shm/d/torch_1", "/dev/shm/d/w"}[rng.IntN(4)]
 		addShmFile(s, name, size)
 		return fmt.Sprintf("shm file %s %d", name, size)

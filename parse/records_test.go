@@ -81,6 +81,24 @@ func TestProcsStartTimeNeedsBoot(t *testing.T) {
 	}
 }
 
+// TestFDsV2Denied reads the denied line with the PIDs the probe names since it names them,
+// and without, and refuses what is not that line.
+func TestFDsV2Denied(t *testing.T) {
+	for in, want := range map[string]*FDsDenied{
+		"denied 0\n":          {Links: 0},
+		"denied 293 1\n":      {Links: 293, PIDs: []int{1}},
+		"denied 4 12 7 900\n": {Links: 4, PIDs: []int{12, 7, 900}},
+		"denied 4 x\n":        nil,
+		"denied 4 0\n":        nil,
+		"denied 17 " + strings.Repeat("5 ", 17) + "\n": nil,
+	} {
+		_, got, _, err := ParseFDsV2(strings.NewReader("/proc/1/fd\t3\t/dev/nvidia0\x00" + in))
+		if !reflect.DeepEqual(got, want) || (want == nil) != (err != nil) {
+			t.Errorf("%q: got %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+}
+
 func TestFDs(t *testing.T) {
 	in := "12 3 /dev/nvidia0\n12 4 /dev/nvidiactl\n13 7 /dev/shm/a b (deleted)\n13 8 /dev/shm/c\ndenied 5\n"
 	fds, denied, _, err := ParseFDs(strings.NewReader(in))
@@ -88,7 +106,7 @@ func TestFDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []OpenFD{{12, 3, "/dev/nvidia0", false}, {12, 4, "/dev/nvidiactl", false}, {13, 7, "/dev/shm/a b", true}, {13, 8, "/dev/shm/c", false}}
-	if !reflect.DeepEqual(fds, want) || !eqPtr(denied, intp(5)) {
+	if !reflect.DeepEqual(fds, want) || !reflect.DeepEqual(denied, &FDsDenied{Links: 5}) {
 		t.Errorf("got %+v denied %v", fds, showPtr(denied))
 	}
 	if _, _, _, err := ParseFDs(strings.NewReader(" 3 /dev/nvidia0\n")); err == nil {

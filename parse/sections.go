@@ -63,8 +63,9 @@ func (p *snapParser) fds() []OpenFD {
 	if len(contested) > 0 {
 		p.tampered("fds", "descriptors listed twice", fdNames(nil, contested))
 	}
-	if denied != nil && *denied > 0 {
-		p.note(NoteFDsUnreadable, "%d fd links under /proc could not be read (permission denied): processes using GPUs or /dev/shm may be missing", *denied)
+	s.FDsDenied = denied
+	if denied != nil && denied.Links > 0 {
+		p.note(NoteFDsUnreadable, "%d fd links under /proc could not be read (permission denied): processes using GPUs or /dev/shm may be missing", denied.Links)
 	}
 	for _, f := range fds {
 		if strings.HasPrefix(f.Target, "/dev/nvidia") {

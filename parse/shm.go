@@ -17,7 +17,28 @@ const deletedSuffix = " (deleted)"
 // end in " (deleted)") and a last "denied N" line, the number of fd links that could not be
 // read. denied is nil when that line is missing. A PID and FD listed twice is contested: both
 // lines are left out and the pair returned in contested.
-func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err error) {
+// parseDenied reads "N [PID...]" (at most 16 PIDs); nil when it is not that.
+func parseDenied(v string) *FDsDenied {
+	f := strings.Fields(v)
+	if len(f) == 0 || len(f) > 17 {
+		return nil
+	}
+	n, ok := atoiNonNeg(f[0])
+	if !ok {
+		return nil
+	}
+	d := &FDsDenied{Links: n}
+	for _, w := range f[1:] {
+		pid, ok := atoiNonNeg(w)
+		if !ok || pid == 0 {
+			return nil
+		}
+		d.PIDs = append(d.PIDs, pid)
+	}
+	return d
+}
+
+func ParseFDs(r io.Reader) (fds []OpenFD, denied *FDsDenied, contested []OpenFD, err error) {
 	b, rerr := readInput(r)
 	var errs errList
 	errs.add(rerr)
@@ -31,7 +52,7 @@ func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err e
 				errs.addf("fds line %d: %s", i+1, q(l))
 				continue
 			}
-			denied = &n
+			denied = &FDsDenied{Links: n}
 			continue
 		}
 		pidText, rest, _ := strings.Cut(l, " ")
@@ -50,8 +71,9 @@ func ParseFDs(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err e
 }
 
 // ParseFDsV2 reads a version 2 fds section: NUL-terminated "/proc/PID/fd\tFD\tTARGET"
-// records (TARGET may hold any byte but NUL), then a "denied N" line. Otherwise as ParseFDs.
-func ParseFDsV2(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err error) {
+// records (TARGET may hold any byte but NUL), then a "denied N [PID...]" line (the PIDs since
+// the probe names them). Otherwise as ParseFDs.
+func ParseFDsV2(r io.Reader) (fds []OpenFD, denied *FDsDenied, contested []OpenFD, err error) {
 	b, rerr := readText(r)
 	var errs errList
 	errs.add(rerr)
@@ -72,12 +94,10 @@ func ParseFDsV2(r io.Reader) (fds []OpenFD, denied *int, contested []OpenFD, err
 		fds = append(fds, OpenFD{PID: pid, FD: fd, Target: strings.Clone(t), Deleted: deleted}) // not the section's text
 	}
 	if v, ok := strings.CutPrefix(tail, "denied "); ok {
-		if n, ok := atoiNonNeg(v); ok {
-			denied = &n
-		}
+		denied = parseDenied(v)
 	}
 	if denied == nil && tail != "" {
-		errs.addf("fds: want a last line denied N: %s", q(tail))
+		errs.addf("fds: want a last line denied N [PID...]: %s", q(tail))
 	}
 	fds, contested = uniqueFDs(fds)
 	return fds, denied, contested, errs.err()

@@ -30,7 +30,10 @@ type Snapshot struct {
 	SMIProcs      []SMIProcess
 	SMIProcsKnown bool
 	Holders       []DeviceHolder // open file descriptors on /dev/nvidia*
-	Processes     []Process      // sorted by PID
+	// FDsDenied is what the fds section could not read (its "denied" line); nil when the
+	// capture has no such line.
+	FDsDenied *FDsDenied
+	Processes []Process // sorted by PID
 	// ProcsCut are the PIDs whose description the probe's own time bound for each GPU holder
 	// cut (a field "cut"): left out of Processes, as undescribed, with a note.
 	ProcsCut []int
@@ -412,4 +415,12 @@ type FDSize struct {
 	Links *int
 	// File is the file's identity (FileID); "" in captures whose fdstat lacks it.
 	File string
+}
+
+// FDsDenied is the fd links under /proc the probe could not read: Links how many (a directory
+// it could not open counts as one), PIDs the first processes they belong to (at most 16; none
+// in a version 1 capture).
+type FDsDenied struct {
+	Links int
+	PIDs  []int
 }

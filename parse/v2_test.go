@@ -205,6 +205,7 @@ func FuzzProcsV2(f *testing.F) {
 
 func FuzzFDsV2(f *testing.F) {
 	f.Add([]byte("/proc/1/fd\t3\t/dev/nvidia0\x00/proc/1/fd\t4\t/dev/shm/a\nb (deleted)\x00denied 2\n"))
+	f.Add([]byte("/proc/1/fd\t3\t/dev/nvidia0\x00denied 293 1 7\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fds, denied, _, err := ParseFDsV2(bytes.NewReader(b))
 		checkErr(t, err)
@@ -213,8 +214,8 @@ func FuzzFDsV2(f *testing.F) {
 				t.Fatalf("fd %+v", fd)
 			}
 		}
-		if denied != nil && *denied < 0 {
-			t.Fatalf("denied %d", *denied)
+		if denied != nil && (denied.Links < 0 || len(denied.PIDs) > 16) {
+			t.Fatalf("denied %+v", *denied)
 		}
 	})
 }

@@ -59,11 +59,17 @@ elif mode == "markers":
     os.chdir(os.path.join(base, marks.replace("/", "_")))
     keep.append(hold(os.path.join(base, marks.replace("/", "_") + "file"), True))
 print(os.getpid(), flush=True)
-time.sleep(3600)
+# Gone with the test, even one killed before its cleanup ran: its files go with it.
+parent = os.getppid()
+while os.getppid() == parent:
+    time.sleep(0.2)
+import shutil
+shutil.rmtree(base, ignore_errors=True)
 `
 
 // startAttacker runs attackerPy as nobody and returns its PID and the /dev/shm directory it
-// made; both go when the test ends.
+// made; both go when the test ends, and when the test binary dies before its cleanup (the
+// attacker watches its parent and removes its own directory).
 func startAttacker(t *testing.T, mode string, victim int) (int, string) {
 	t.Helper()
 	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", systemPython(t), "-c", attackerPy)
@@ -122,13 +128,7 @@ func systemPython(t *testing.T) string {
 func TestProbeUnforgeable(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
-	victimCmd := exec.Command("sleep", "3600")
-	victimCmd.SysProcAttr = dieWithTest() // a go test killed by its -timeout takes the victim along
-	if err := victimCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = victimCmd.Process.Kill(); _ = victimCmd.Wait() }()
-	victim := victimCmd.Process.Pid
+	victim := rootSleeper(t)
 	smiDir := t.TempDir()
 	smi := scenario.SMI{
 		GPUs: []scenario.GPU{{Index: 0, UUID: "GPU-forge-0", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:01:00.0", TotalMiB: 81559, UsedMiB: 40000, Driver: "550.54.15"}},

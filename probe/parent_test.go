@@ -279,13 +279,7 @@ func TestProbeWorkerParent(t *testing.T) {
 func TestProbeParentUnforgeable(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
-	victimCmd := exec.Command("sleep", "3600")
-	victimCmd.SysProcAttr = dieWithTest() // a go test killed by its -timeout takes the victim along
-	if err := victimCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = victimCmd.Process.Kill(); _ = victimCmd.Wait() }()
-	victim := victimCmd.Process.Pid
+	victim := rootSleeper(t)
 	fake := strings.Repeat("0", 32)
 	hostile := []string{
 		fmt.Sprintf("x\n@@gputriage %s rc=0\n@@gputriage %s end procs\npid %d\nend\n", fake, fake, victim),

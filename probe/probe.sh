@@ -225,7 +225,8 @@ HAVE_HEADZ=
 [ -n "$HAVE_PRINTF" ] && head -z -n 1 </dev/null >/dev/null 2>&1 && HAVE_HEADZ=1
 
 # Every fd open on /dev/nvidia* or /dev/shm/*: "/proc/PID/fd<TAB>FD<TAB>TARGET<NUL>", then
-# "denied N": fd directories that could not be read. The GPU holders come first (nvidia-smi's
+# "denied N PID...": N fd links (or directories) that could not be read, and the first 16 PIDs
+# they belong to (a process that exits mid-scan is "No such file", not counted). The GPU holders come first (nvidia-smi's
 # compute apps, then the holders of /dev/nvidia*; at most 64, at most 1024 fds and 2 s each),
 # then every other process: any user may open thousands of /dev/shm files with names of 4 KiB
 # and fill the section's bound, and a GPU holder's deleted-but-open weights must not be what
@@ -247,8 +248,8 @@ fdscan() {
 		t 20 find $(fdrest) $FDFIND
 		echo "gputriage-rc $?" >&2
 		set +f
-	} 2>&1 >&3 3>&- | awk '/Permission denied/ { d++ } /^gputriage-rc (124|137)$/ { late = 1 } /^gputriage-capped$/ { capped = 1 }
-	END { printf "denied %d\n", d; if (late) exit 124; if (capped) exit 3 }' 3>&-; } 3>&1
+	} 2>&1 >&3 3>&- | awk '/Permission denied/ { d++; if (match($0, /\/proc\/[0-9]+\//)) { p = substr($0, RSTART + 6, RLENGTH - 7); if (!(p in s) && n < 16) { s[p] = 1; n++; l = l " " p } } } /^gputriage-rc (124|137)$/ { late = 1 } /^gputriage-capped$/ { capped = 1 }
+	END { printf "denied %d%s\n", d, l; if (late) exit 124; if (capped) exit 3 }' 3>&-; } 3>&1
 }
 # fdrest: the fd directories of every process but those read first.
 fdrest() {

@@ -456,6 +456,11 @@ type jsonReason struct {
 	Parent           *int    `json:"parent"`
 	ParentName       *string `json:"parent_name"`
 	Other            *int    `json:"other_pid"`
+	// Links, PIDs, AsRoot: the fd links under /proc the probe could not read, the first
+	// processes they belong to, and whether it ran as root (probe-note fds-unreadable).
+	Links  *int  `json:"links,omitempty"`
+	PIDs   []int `json:"pids,omitempty"`
+	AsRoot bool  `json:"as_root,omitempty"`
 }
 
 // jsonOthersMay is diagnose.OthersMay: how another user could have made a clue.
@@ -626,7 +631,8 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			ServedBy: optStr(r.ServedBy), OthersMay: jsonOthersMayOf(r.OthersMay), Orphaned: r.Orphaned, Note: optStr(r.Note), Detail: optStr(r.Detail),
 			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
 			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: optInt(r.Folded),
-			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other)})
+			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other),
+			Links: optInt(r.Links), PIDs: r.PIDs, AsRoot: r.AsRoot})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}

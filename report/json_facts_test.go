@@ -90,7 +90,7 @@ func TestJSONFacts(t *testing.T) {
 			for _, r := range f.Reasons {
 				codes = append(codes, r["code"])
 			}
-			if !reflect.DeepEqual(codes, []any{"shm-deleted", "model-path-gone", "orphaned"}) {
+			if !reflect.DeepEqual(codes, []any{"shm-deleted", "orphaned"}) {
 				t.Errorf("reasons %v", f.Reasons)
 			}
 			if r := f.Reasons[0]; r["strong"] != true || r["pid"] != float64(20629) || len(r["paths"].([]any)) != 12 {

@@ -106,7 +106,7 @@ func checkWordsFromJSON(t *testing.T, name string, doc []byte) {
 			same(t, where+" fix", strings.Join(got.Fix, "\n"), strings.Join(want.Fix, "\n"))
 		}
 	}
-	if n == 0 {
+	if n == 0 && filepath.Base(name) != "clean.json" { // a clean host has none
 		t.Errorf("%s: no findings", name)
 	}
 	t.Logf("%s: %d findings recomposed: %v", name, n, codes)

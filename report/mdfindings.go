@@ -40,7 +40,7 @@ func (m *mdWriter) finding(f diagnose.Finding, h Host, gi int, d *details) {
 	var items []string
 	if f.Code == diagnose.CodeProbeLimited && h.Snapshot != nil {
 		for _, n := range h.Snapshot.Notes {
-			items = append(items, mdCode(n.Code)+": "+mdText(n.Message))
+			items = append(items, mdCode(n.Code)+": "+mdText(diagnose.NoteText(f, n)))
 		}
 	}
 	for _, l := range compactLines(f, h, false) {

@@ -36,7 +36,7 @@ func (t *textWriter) finding(f diagnose.Finding, h Host, gi int, d *details) {
 	t.wrap(badge+t.st.bold.Render(code)+"  ", indent, Sanitize(f.Title))
 	if f.Code == diagnose.CodeProbeLimited && h.Snapshot != nil {
 		for _, n := range h.Snapshot.Notes {
-			t.wrap(indent+t.st.dim.Render("note ("+Sanitize(n.Code)+"):")+" ", indent+"  ", Sanitize(n.Message))
+			t.wrap(indent+t.st.dim.Render("note ("+Sanitize(n.Code)+"):")+" ", indent+"  ", Sanitize(diagnose.NoteText(f, n)))
 		}
 	}
 	if f.Severity == diagnose.Info && !t.o.Verbose {

@@ -51,7 +51,7 @@ func TestMarkdownTicketVisiblePart(t *testing.T) {
 	if got, max := nonBlankLines(vis), nonBlankLines(text); got > max {
 		t.Errorf("the ticket shows %d lines, the terminal report %d:\n%s", got, max, vis)
 	}
-	if !strings.Contains(md, "<details><summary>raw capture (11,849 bytes)</summary>") {
+	if !strings.Contains(md, "<details><summary>raw capture (17,247 bytes)</summary>") {
 		t.Error("the raw capture is not in a collapsed <details> block")
 	}
 	if strings.Contains(vis, "gputriage-capture") || !strings.Contains(md, "gputriage-capture v2") {

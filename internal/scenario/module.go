@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,6 +25,21 @@ func WriteModule(dir, module string) error {
 		}
 	}
 	return os.WriteFile(filepath.Join(pkg, parts[len(parts)-1]+".py"), []byte(serverPy), 0o644)
+}
+
+// writeScript writes dir/bin/name, a console script that runs module as __main__, and returns
+// its path.
+func writeScript(dir, name, module string) (string, error) {
+	if name != filepath.Base(name) || strings.ContainsAny(name, "\x00\n") {
+		return "", fmt.Errorf("scenario: script name %q is not a file name", name)
+	}
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(bin, name)
+	text := fmt.Sprintf("import runpy\nrunpy.run_module(%q, run_name=\"__main__\", alter_sys=True)\n", module)
+	return path, os.WriteFile(path, []byte(text), 0o755)
 }
 
 // python is the interpreter the server runs under, and its ranks.

@@ -270,6 +270,10 @@ type Server struct {
 	ZombieLeader bool
 	// Python is the interpreter; python3 on PATH when empty.
 	Python string
+	// Script, when set (e.g. "vllm"), runs the server as a console script of that name, as
+	// pip's entry points are run: "PYTHON TMP/bin/SCRIPT ARGS..." (e.g. "vllm serve MODEL"), a
+	// script in the server's temporary directory that runs Module.
+	Script string
 	// UID, when positive, runs the server as that uid and gid (root only), as an unprivileged
 	// user's process: it joins Cgroup first, as a user's own delegated cgroup would have it.
 	UID int
@@ -322,6 +326,13 @@ func start(s Server) (*Proc, error) {
 	python := s.python()
 	ready := filepath.Join(tmp, "ready")
 	argv := append([]string{python, "-m", s.Module}, s.Args...)
+	if s.Script != "" {
+		script, err := writeScript(tmp, s.Script, s.Module)
+		if err != nil {
+			return nil, p.cleanup(err)
+		}
+		argv = append([]string{python, script}, s.Args...)
+	}
 	if s.UID > 0 {
 		if err := os.Chown(tmp, s.UID, s.UID); err != nil {
 			return nil, p.cleanup(err)

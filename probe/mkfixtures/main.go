@@ -1,8 +1,10 @@
 // Command mkfixtures records the scenario captures in fixtures/ by running the real probe on
 // this machine against real processes and /dev/shm files, with a fake nvidia-smi serving the
-// GPU numbers of each scenario. Run as root on Linux from the repository root:
+// GPU numbers of each scenario. Run as root on Linux from the repository root, on a clean
+// machine state (fixtures/README.md: under the test lock, in a PID namespace and with an empty
+// /dev/shm of its own; it refuses a /dev/shm that holds anything):
 //
-//	go run ./probe/mkfixtures [-only NAME]
+//	mkfixtures [-only NAME]
 //	go run ./probe/mkfixtures -age-only [-only NAME]
 //
 // A recording runs its processes for a moment only, so each capture is aged: its host clock
@@ -57,6 +59,9 @@ func main() {
 }
 
 func record(f fixture, dir string) error {
+	if err := cleanShm(); err != nil {
+		return err
+	}
 	smi, stop, err := f.build()
 	if err != nil {
 		return err
@@ -78,6 +83,20 @@ func record(f fixture, dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, f.name+".capture"), raw, 0o644)
+}
+
+// cleanShm refuses to record on a machine whose /dev/shm holds anything: a fixture carries
+// what the probe sees there, and only what its scenario staged belongs in it (run under the
+// test lock, so that no test's files are there meanwhile).
+func cleanShm() error {
+	ents, err := os.ReadDir("/dev/shm")
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("/dev/shm is not empty (%s...): record on a clean machine, under flock /tmp/gputriage-live.lock", ents[0].Name())
+	}
+	return nil
 }
 
 func ageFile(f fixture, dir string) error {
@@ -217,21 +236,25 @@ var fixtures = []fixture{
 		return scenario.SMI{FailText: "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.172\n", FailRC: 18}, noStop, nil
 	}},
 	{name: "busy", hostname: "h100-02", age: 5*time.Hour + 2*time.Minute, build: func() (scenario.SMI, func(), error) {
-		// A healthy tensor-parallel 8 vLLM job: one API server and eight spawned workers, one per GPU.
-		model := "/srv/models/Llama-3.1-70B-Instruct"
-		if err := os.MkdirAll(model, 0o755); err != nil {
+		// A healthy tensor-parallel 8 vLLM job: "vllm serve MODEL" (a console script, as pip
+		// installs it) and eight spawned workers, one per GPU. The launcher is asked for PID
+		// 20973 (best effort: a thread of the Go runtime may take it first; the recorded busy
+		// got 20974).
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte("20972"), 0o644); err != nil {
 			return scenario.SMI{}, nil, err
 		}
 		p, err := scenario.Start(scenario.Server{
-			Module:   "vllm.entrypoints.openai.api_server",
-			Python:   "/usr/bin/python3",
-			Args:     []string{"--model", model, "--tensor-parallel-size", "8", "--gpu-memory-utilization", "0.9", "--port", "8000"},
+			Module: "vllm.entrypoints.cli.main",
+			Script: "vllm",
+			Python: "/usr/bin/python3",
+			Args: []string{"serve", "meta-llama/Llama-3.1-70B-Instruct", "--tensor-parallel-size", "8",
+				"--gpu-memory-utilization", "0.9", "--port", "8000"},
 			Children: 8,
 		})
 		if err != nil {
 			return scenario.SMI{}, nil, err
 		}
-		stop := func() { p.Stop(); os.RemoveAll("/srv/models") }
+		stop := p.Stop
 		var kids []int
 		for i := 0; i < 250 && len(kids) < 8; i++ { // spawned workers exec a moment after start
 			time.Sleep(20 * time.Millisecond)
