@@ -106,7 +106,7 @@ func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []
 // checkSources refuses a command line that names no source, or more than one: host names,
 // --replay or --local; and the flags that go with host names only.
 func (o *options) checkSources(hostArgs, collectOnly bool) error {
-	remote := hostArgs || o.hosts.given() || o.slurm.given()
+	remote := hostArgs || o.hosts.given() || o.slurm.given() || o.ssh.kube.Selector != ""
 	sources := 0
 	for _, set := range []bool{o.replay != "", o.local, remote} {
 		if set {
@@ -117,7 +117,7 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 	case o.slurm.via != "" && !o.slurm.given():
 		return usagef("--slurm-via goes with --slurm-job, --slurm-partition, --slurm-nodes or --slurm-state")
 	case sources == 0:
-		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --slurm-*, --replay PATH or --local")
+		return usagef("nothing to triage: give host names, k8s/NODE, -w HOSTS, -f FILE, --slurm-*, --k8s-selector, --replay PATH or --local")
 	case sources > 1:
 		return usagef("give only one of --replay, --local and host names")
 	case collectOnly && (!remote || o.save == ""):
@@ -146,7 +146,7 @@ func (o *options) remote(ctx context.Context, args []string, c *triage.Config, e
 	if err != nil {
 		return nil, exitUsage, err
 	}
-	if len(ts) == 0 {
+	if len(ts) == 0 && o.ssh.kube.Selector == "" {
 		return nil, exitUsage, usagef("no hosts given (or -x left none)")
 	}
 	res, err := c.Resolve(ts)
