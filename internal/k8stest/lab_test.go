@@ -1,0 +1,167 @@
+package k8stest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/gputriage/gputriage/internal/testenv"
+)
+
+// execResult is what one exec gave: its streams and the error Stream returned.
+type execResult struct {
+	stdout, stderr string
+	err            error
+}
+
+// execPod runs cmd in namespace/pod's container over transport ("websocket" or "spdy") as cfg's
+// user, stdin given, within d (scaled by the machine's load).
+func execPod(t *testing.T, cfg *rest.Config, transport, ns, pod, container string, cmd []string, stdin string, d time.Duration) execResult {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdin: true, Stdout: true, Stderr: true},
+			scheme.ParameterCodec).URL()
+	var ex remotecommand.Executor
+	switch transport {
+	case "websocket":
+		ex, err = remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+	case "spdy":
+		ex, err = remotecommand.NewSPDYExecutor(cfg, "POST", u)
+	default:
+		t.Fatalf("transport %q", transport)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), testenv.Scale(d))
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut})
+	return execResult{out.String(), errOut.String(), err}
+}
+
+var transports = []string{"websocket", "spdy"}
+
+// TestLab starts one lab and checks, on a kwok node and pod: that pods/exec runs a shell here
+// over both transports, what becomes of a non-zero exit status and of stdin's end (doc.go), and
+// that the limited user may do what contrib/k8s/rbac.yaml grants and nothing more.
+func TestLab(t *testing.T) {
+	l := Start(t)
+	node := l.CreateNode("gpu-node-1", 8)
+	if got := node.Status.Allocatable[GPUResource]; got.Value() != 8 {
+		t.Errorf("node allocatable %s = %v, want 8", GPUResource, got.String())
+	}
+	pod := l.CreatePod(NewPod("default", "lab-pod", node.Name, "main"))
+	if pod.Spec.NodeName != node.Name || pod.UID == "" {
+		t.Fatalf("pod not bound or without UID: %+v", pod.ObjectMeta)
+	}
+
+	t.Run("exec runs sh -s here", func(t *testing.T) {
+		for _, tr := range transports {
+			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"sh", "-s"}, "echo hello; exit 0\n", testenv.HangGuard)
+			if r.err != nil || r.stdout != "hello\n" {
+				t.Errorf("%s: stdout %q, stderr %q, err %v; want hello", tr, r.stdout, r.stderr, r.err)
+			}
+		}
+	})
+	t.Run("exec env and PATH", func(t *testing.T) {
+		r := execPod(t, l.Config, "websocket", "default", "lab-pod", "main", []string{"sh", "-c", `echo "$PATH"; pwd`}, "", testenv.HangGuard)
+		if r.err != nil || !strings.HasPrefix(r.stdout, l.ExecBin+":") || !strings.HasSuffix(r.stdout, "\n/\n") {
+			t.Errorf("stdout %q, err %v; want PATH led by %s, then /", r.stdout, r.err, l.ExecBin)
+		}
+	})
+	t.Run("exit status", func(t *testing.T) {
+		for _, tr := range transports {
+			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"sh", "-s"}, "echo out; echo err >&2; exit 3\n", testenv.HangGuard)
+			var code interface{ ExitStatus() int }
+			t.Logf("%s: exit 3 gives stdout %q, stderr %q, err %v (exit status error: %v)", tr, r.stdout, r.stderr, r.err, errors.As(r.err, &code))
+			if r.stdout != "out\n" || r.stderr != "err\n" {
+				t.Errorf("%s: stdout %q, stderr %q; want out, err", tr, r.stdout, r.stderr)
+			}
+			if r.err == nil {
+				t.Errorf("%s: exit 3 reported as success", tr)
+			}
+		}
+	})
+	t.Run("stdin EOF", func(t *testing.T) {
+		// cat ends at its stdin's end; kwok never closes the command's stdin (doc.go), so cat
+		// runs until the exec is cut short.
+		for _, tr := range transports {
+			start := time.Now()
+			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"cat"}, "abc\n", 3*time.Second)
+			t.Logf("%s: cat of \"abc\\n\" gives stdout %q, err %v after %v", tr, r.stdout, r.err, time.Since(start).Round(time.Millisecond))
+			if r.stdout != "abc\n" {
+				t.Errorf("%s: stdout %q, want abc", tr, r.stdout)
+			}
+		}
+	})
+	t.Run("limited user", func(t *testing.T) { testLimited(t, l, node.Name) })
+}
+
+// testLimited checks LimitedUser: forbidden everything before contrib/k8s/rbac.yaml is applied;
+// after it, reads nodes and pods everywhere and execs into pods of namespace gputriage only, and
+// may not create or delete pods.
+func testLimited(t *testing.T, l *Lab, node string) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", l.LimitedKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("before the RBAC: listing nodes gives %v, want forbidden", err)
+	}
+	l.Apply(filepath.Join("..", "..", "contrib", "k8s", "rbac.yaml"))
+	agent := l.CreatePod(NewPod("gputriage", "agent-1", node, "agent"))
+	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Errorf("list nodes: %v", err)
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) != 2 {
+		t.Errorf("list the node's pods: %v, %d pods, want 2", err, podCount(pods))
+	}
+	for _, tr := range transports {
+		r := execPod(t, cfg, tr, "gputriage", agent.Name, "agent", []string{"sh", "-s"}, "echo hello; exit 0\n", testenv.HangGuard)
+		if r.err != nil || r.stdout != "hello\n" {
+			t.Errorf("%s exec into the agent: stdout %q, err %v", tr, r.stdout, r.err)
+		}
+		r = execPod(t, cfg, tr, "default", "lab-pod", "main", []string{"sh", "-s"}, "echo hello; exit 0\n", testenv.HangGuard)
+		if !apierrors.IsForbidden(r.err) && !strings.Contains(fmt.Sprint(r.err), "forbidden") {
+			t.Errorf("%s exec into default/lab-pod: stdout %q, err %v; want forbidden", tr, r.stdout, r.err)
+		}
+	}
+	if err := cs.CoreV1().Pods("gputriage").Delete(ctx, agent.Name, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("delete the agent pod: %v, want forbidden", err)
+	}
+	if _, err := cs.CoreV1().Pods("gputriage").Create(ctx, NewPod("gputriage", "x", node), metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("create a pod: %v, want forbidden", err)
+	}
+}
+
+func podCount(p *corev1.PodList) int {
+	if p == nil {
+		return 0
+	}
+	return len(p.Items)
+}
