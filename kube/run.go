@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
@@ -29,11 +30,12 @@ const streamGrace = 2 * time.Second
 
 // RunTarget runs o.Command with o.Stdin in the agent container on the node, as sshexec runs
 // it on an SSH host: within o.Timeout, agent lookup included; stdout bounded by o.MaxOutput
-// (less room for the Kubernetes block) and judged by o.Head while it arrives; stderr bounded
-// by o.MaxStderr. The command runs as `sh -s` (or `sh -c COMMAND`), and stdin ends with a line
+// and judged by o.Head while it arrives; stderr bounded by o.MaxStderr. The probe's output
+// (Block) then gets the Kubernetes block, at most BlockMax more. The command runs as `sh -s` (or `sh -c COMMAND`), and stdin ends with a line
 // `exit 0`, so that the shell ends without waiting for stdin's end, which not every exec path
-// passes on. The exit status is kept but decides nothing while the command printed something:
-// the capture's own done line says whether it is whole.
+// passes on. The exit status is kept but decides nothing while the command printed something,
+// and a stream that ends in an error after a whole capture is only noted: the capture's own
+// final marker says whether it is whole.
 func (v NodeVia) RunTarget(ctx context.Context, t sshexec.Target, o sshexec.Options) sshexec.Result {
 	o = o.WithDefaults()
 	if v.Command != "" {
@@ -45,16 +47,12 @@ func (v NodeVia) RunTarget(ctx context.Context, t sshexec.Target, o sshexec.Opti
 	r := sshexec.Result{Target: t}
 	pod, e := v.K.agentPod(hctx, ctx, v.Node, o.Timeout)
 	if e == nil {
-		limit := o.MaxOutput
-		if v.Block {
-			limit = max(o.MaxOutput-BlockMax, 1)
-		}
-		e = v.K.run(hctx, ctx, pod, o, limit, &r)
+		e = v.K.run(hctx, ctx, pod, o, o.MaxOutput, &r)
 	}
 	r.Err = e
 	if e == nil && v.Block {
-		block, notes := v.K.block(hctx, v.Node, pod)
-		r.Stdout = append(r.Stdout, block...)
+		var notes []string
+		r.Stdout, notes = v.K.appendBlock(hctx, v.Node, pod, r.Stdout)
 		r.Notes = append(r.Notes, notes...)
 	}
 	r.Duration = time.Since(start)
@@ -70,8 +68,8 @@ func argv(command string) []string {
 	return []string{"sh", "-c", command}
 }
 
-// withExit is stdin ending in a line `exit 0`.
-func withExit(stdin []byte) []byte {
+// WithExit is stdin ending in a line `exit 0`.
+func WithExit(stdin []byte) []byte {
 	in := bytes.Clone(stdin)
 	if len(in) > 0 && in[len(in)-1] != '\n' {
 		in = append(in, '\n')
@@ -85,7 +83,7 @@ func (k *Cluster) run(hctx, ctx context.Context, pod string, o sshexec.Options, 
 	defer stop()
 	out := &capped{limit: limit, head: o.Head, stop: stop}
 	errOut := &capped{limit: o.MaxStderr}
-	code, err := k.streamBounded(sctx, pod, argv(o.Command), withExit(o.Stdin), out, errOut)
+	code, err := k.streamBounded(sctx, pod, argv(o.Command), WithExit(o.Stdin), out, errOut)
 	r.Stdout, r.Truncated = out.close()
 	r.Stderr, _ = errOut.close()
 	if errOut.dropped > 0 {
@@ -106,6 +104,13 @@ func (k *Cluster) run(hctx, ctx context.Context, pod string, o sshexec.Options, 
 	case hctx.Err() != nil:
 		return &sshexec.Error{Phase: sshexec.PhaseProbe, Kind: sshexec.KindTimeout, Err: hctx.Err(),
 			Message: fmt.Sprintf("run command: the command did not finish within the %v host timeout", o.Timeout)}
+	case err != nil && whole(r.Stdout):
+		// The capture's own final marker says it is whole; the exec stream's end is not
+		// trusted either way (kwok, for one, reports an exit status as a stream error).
+		r.Notes = append(r.Notes, "the exec stream ended with an error after the probe's output was whole: "+errText(err))
+	case err != nil && len(r.Stdout) > 0:
+		return &sshexec.Error{Phase: sshexec.PhaseProbe, Kind: sshexec.KindClosed, Err: err,
+			Message: fmt.Sprintf("the exec stream ended after %d bytes of output: %s", len(r.Stdout), errText(err))}
 	case err != nil:
 		return k.apiError(sshexec.PhaseSession, "exec in "+k.ns+"/"+pod, err)
 	case code > 0 && len(r.Stdout) == 0:
@@ -212,6 +217,12 @@ func (k *Cluster) apiError(phase, what string, err error) *sshexec.Error {
 		return &sshexec.Error{Phase: phase, Kind: kind, Err: err, Message: what + ": " + msg}
 	}
 	return &sshexec.Error{Phase: phase, Kind: sshexec.KindOther, Err: err, Message: what + ": " + msg}
+}
+
+// whole reports whether out is a capture that reached its final marker.
+func whole(out []byte) bool {
+	c, err := parse.SplitCapture(out)
+	return err == nil && c.Done
 }
 
 // errText is an error's message for a note: remote text, made printable.

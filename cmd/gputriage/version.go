@@ -6,8 +6,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/gputriage/gputriage/probe"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // versionCmd is `gputriage version` (and --version): what a bug report needs to name the
@@ -83,4 +85,19 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// probeScriptCmd prints what the probe reads on stdin (a new nonce, nvidia-smi's bound for the
+// default --timeout, the script, a final exit line), for a shell gputriage does not reach
+// itself: kubectl debug's node pod (docs/kubernetes.md). Its output is replayed with --replay.
+func probeScriptCmd(_ context.Context, args []string, e *env) (int, error) {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprint(e.stdout, "Usage: gputriage probe-script | sh -s > HOST.capture; gputriage --replay HOST.capture\n\n"+
+			"Prints the probe's input, for a shell gputriage cannot reach (kubectl debug node/NODE).\n")
+		return exitOK, nil
+	} else if len(args) > 0 {
+		return exitUsage, usagef("probe-script takes no arguments, got %q", args[0])
+	}
+	_, err := e.stdout.Write(triage.ProbeScript(60 * time.Second))
+	return exitOK, err
 }
