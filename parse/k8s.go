@@ -95,10 +95,13 @@ type K8sPodResources struct {
 	Containers []K8sContainerResources `json:"containers"`
 }
 
-// K8sContainerResources is one container's allocated devices, per resource.
+// K8sContainerResources is one container's allocated devices, per resource. Dynamic is set
+// when the kubelet names dynamic resources (DRA claims) of it too: its GPUs are then not
+// all in Devices.
 type K8sContainerResources struct {
 	Name    string       `json:"name"`
 	Devices []K8sDevices `json:"devices"`
+	Dynamic bool         `json:"dynamic,omitempty"`
 }
 
 // K8sDevices is the device ids of one resource ("nvidia.com/gpu": GPU UUIDs, MIG UUIDs).

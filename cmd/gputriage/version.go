@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -74,29 +71,8 @@ func versionText(f buildFacts) string {
 		fmt.Fprintf(&b, "  time:      %s\n", f.time)
 	}
 	fmt.Fprintf(&b, "  go:        %s %s/%s\n", f.goVersion, runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "  probe:     %s\n", probeVersion(probe.Script))
+	fmt.Fprintf(&b, "  probe:     %s\n", probe.Describe(probe.Script))
 	return b.String()
-}
-
-var (
-	probeVersionRE  = regexp.MustCompile(`probe_version=([0-9A-Za-z._-]+)`)
-	captureFormatRE = regexp.MustCompile(`gputriage-capture (v[0-9]+) nonce=`)
-)
-
-// probeVersion names the embedded probe: the version it reports, the capture format it
-// writes (both read from the script itself: what it prints, not its comments, which
-// Script has none of) and the script's hash, which tells apart two
-// builds whose probes differ without a version bump.
-func probeVersion(script string) string {
-	ver, format := "unknown", "unknown"
-	if m := probeVersionRE.FindStringSubmatch(script); m != nil {
-		ver = m[1]
-	}
-	if m := captureFormatRE.FindStringSubmatch(script); m != nil {
-		format = m[1]
-	}
-	sum := sha256.Sum256([]byte(script))
-	return fmt.Sprintf("version %s, capture format %s, sha256 %s", ver, format, hex.EncodeToString(sum[:6]))
 }
 
 func buildVersion() string {
