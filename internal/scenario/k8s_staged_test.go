@@ -120,7 +120,7 @@ func TestStagedK8sPods(t *testing.T) {
 	innocent := scenario.Innocents{PIDs: []int{h.PID}, Names: []string{"vllm-7d9f8b6c5d-x2x7q", healthy.uid},
 		Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}
 	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
-		text: []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists", "Kubernetes pod: UID " + gone.uid + " (no longer in the API)"},
+		text:     []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists", "Kubernetes pod: UID " + gone.uid + " (no longer in the API)"},
 		innocent: innocent})
 	checkStaged(t, r, expect{code: diagnose.CodeGPUOutsideAllocation, culprit: x.PID, gpus: []int{3},
 		fix:  []string{"kubectl describe pod -n ml -- rogue-0  # its nvidia.com/gpu limits, and whether it runs privileged or sets NVIDIA_VISIBLE_DEVICES itself"},
