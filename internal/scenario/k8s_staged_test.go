@@ -146,8 +146,15 @@ func checkK8sReports(t *testing.T, r rendered, goneUID string) {
 			}
 		}
 	}
-	for _, line := range strings.Split(r.md, "\n") {
-		if strings.HasPrefix(line, "|") && strings.Contains(line, "forged") && strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") > 8 {
+	// Every table row has its table's cells: the namespace's pipes are escaped.
+	mdLines := strings.Split(r.md, "\n")
+	cells := func(line string) int { return strings.Count(strings.ReplaceAll(line, `\|`, ""), "|") }
+	want := 0
+	for i, line := range mdLines {
+		if i+1 < len(mdLines) && strings.HasPrefix(mdLines[i+1], "|---") {
+			want = cells(line)
+		}
+		if strings.HasPrefix(line, "|") && strings.Contains(line, "forged") && cells(line) != want {
 			t.Errorf("markdown: the namespace's pipes made table cells: %q", line)
 		}
 	}
