@@ -117,6 +117,8 @@ type Reason struct {
 	ConstrainDevices, TaskCgroup *bool
 	// Folded is how many items of what Detail names a result left out (detail-folded).
 	Folded int
+	// Pod is the process's Kubernetes pod (pod-gone, pod-ended, pod-not-allocated).
+	Pod *PodFacts
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

@@ -240,6 +240,9 @@ func ParseK8s(raw []byte, c *Capture) (*K8s, []Note) {
 	if !r.k.PodsKnown {
 		r.note("the Kubernetes block has no readable list of the node's pods: no pod is judged gone or ended")
 	}
+	if seen[K8sSectionPodResources]+seen[K8sSectionPodResError] == 0 {
+		r.note("the Kubernetes block has no answer from the node's kubelet about GPU allocations: no GPU allocation is judged")
+	}
 	return r.k, r.notes
 }
 

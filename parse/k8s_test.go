@@ -115,6 +115,7 @@ func TestK8sBlockDamaged(t *testing.T) {
 		{"too large", string(mustAppend(t, k8sProbeCapture(""), K8sBlock{Pods: bytes.Repeat([]byte(" "), K8sMaxSectionBytes+1)})), false, "larger than"},
 		{"too many pods", string(mustAppend(t, k8sProbeCapture(""), K8sBlock{Pods: k8sPodsJSON(t, many...)})), true, "no pod is judged gone"},
 		{"podresources failed", full, true, "exec: no such file"},
+		{"podresources absent", string(mustAppend(t, k8sProbeCapture(""), K8sBlock{Pods: k8sPodsJSON(t)})), true, "no answer from the node's kubelet"},
 	}
 	for _, c := range cases {
 		s, _ := Parse([]byte(c.raw))

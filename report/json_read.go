@@ -62,7 +62,7 @@ func findingOfJSON(j jsonFinding) (diagnose.Finding, error) {
 			MiB: deref(r.MiB), Held: r.Held, Purged: r.Purged, Ended: r.Ended, Bytes: deref(r.Bytes),
 			Job: deref(r.Job), User: deref(r.JobUser), Node: deref(r.Node), GPUs: r.GPUs,
 			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: deref(r.Folded),
-			Parent: deref(r.Parent), ParentName: deref(r.ParentName), Other: deref(r.Other)})
+			Parent: deref(r.Parent), ParentName: deref(r.ParentName), Other: deref(r.Other), Pod: r.Pod})
 	}
 	for _, s := range j.Shm {
 		sf := diagnose.ShmFile{Path: s.Path, Bytes: s.Bytes, Dir: s.Dir, Deleted: s.Deleted, Mapped: s.Mapped, Open: s.Open,
