@@ -9,7 +9,9 @@
 package kube
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -43,7 +45,10 @@ type Config struct {
 // Node returns the node a target names: "k8s/gpu01" is gpu01, "k8s/" is "" (every GPU node,
 // or the nodes Selector picks). ok is false for a target that is not a Kubernetes one.
 func Node(host string) (node string, ok bool) {
-	return strings.CutPrefix(host, Prefix)
+	if node, ok = strings.CutPrefix(host, Prefix); !ok {
+		return "", false
+	}
+	return node, true
 }
 
 // Label is a node's name as a host of the sweep: its report name and capture file name.
@@ -65,6 +70,8 @@ type Cluster struct {
 	rest    *rest.Config
 	cs      kubernetes.Interface
 	ns      string
+	// exec runs a command in an agent pod: stream, or a test's stand-in for the kubelet.
+	exec func(ctx context.Context, pod string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
 }
 
 // Open loads the kubeconfig and context exactly as kubectl does (clientcmd's deferred loading
@@ -105,7 +112,9 @@ func Open(c Config) (*Cluster, error) {
 	if name == "" {
 		name = raw.CurrentContext
 	}
-	return &Cluster{cfg: c, context: name, rest: rc, cs: cs, ns: ns}, nil
+	k := &Cluster{cfg: c, context: name, rest: rc, cs: cs, ns: ns}
+	k.exec = k.stream
+	return k, nil
 }
 
 // Context is the kubeconfig context in use.

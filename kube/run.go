@@ -132,7 +132,7 @@ func (k *Cluster) streamBounded(ctx context.Context, pod string, argv []string, 
 	}
 	done := make(chan res, 1)
 	go func() {
-		code, err := k.stream(ctx, pod, argv, stdin, out, errOut)
+		code, err := k.exec(ctx, pod, argv, stdin, out, errOut)
 		done <- res{code, err}
 	}()
 	select {
