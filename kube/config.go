@@ -14,11 +14,13 @@ import (
 	"io"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 )
 
 // Prefix starts every target that names a Kubernetes node: k8s/NODE, or k8s/ alone for every
@@ -91,6 +93,9 @@ func Open(c Config) (*Cluster, error) {
 	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 		return nil, fmt.Errorf("--agent-namespace %q: %s", ns, strings.Join(errs, "; "))
 	}
+	// client-go logs through klog on stderr (a stream closed at a host's deadline, a retry):
+	// what happened to each node is said once, in its report.
+	klog.SetLogger(logr.Discard())
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.Kubeconfig
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})

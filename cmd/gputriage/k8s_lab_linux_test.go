@@ -166,7 +166,7 @@ func TestK8sSeedIncident(t *testing.T) {
 	if !culprit || !healthy {
 		t.Errorf("leftover PID %d named: %v; running pod serving/sglang-1 named: %v\n%s\n%s", l.leftover.PID, culprit, healthy, out, errOut)
 	}
-	text, _, _ := l.gputriage(t, "--replay", save)
+	text, _, _ := l.gputriage(t, "--replay", save, "-v")
 	for _, want := range []string{"k8s/gpu-k8s-1", fmt.Sprint("PID ", l.leftover.PID), l.oldUID} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the replayed report lacks %q:\n%s", want, text)
@@ -215,10 +215,11 @@ func TestK8sSlowNodeDoesNotStallSweep(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(l.lab.ExecBin, "timeout"), []byte(hang), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	timeout := testenv.Scale(15 * time.Second)
+	timeout := 20 * time.Second
 	start := time.Now()
 	out, errOut, code := l.gputriage(t, "k8s/gpu-k8s-1", "k8s/gpu-k8s-2", "--timeout", timeout.String(), "--format", "json")
 	took := time.Since(start)
+	t.Logf("the sweep took %s with a %s host timeout", took, timeout)
 	var doc struct {
 		Hosts []struct {
 			Host     string
