@@ -93,6 +93,7 @@ func newK8sLab(t *testing.T) *k8sLab {
 	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, 71809
 	smi.Apps = []scenario.App{{PID: l.leftover.PID, GPUUUID: smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
 		{PID: l.healthy.PID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: 71800, Name: "python3"}}
+	smi.Dynamic, smi.ReleaseDelay = true, time.Second // a holder that exits leaves the list; its memory comes back
 	if err := scenario.WriteFakeSMI(l.lab.ExecBin, *smi); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,11 @@ func newK8sLab(t *testing.T) *k8sLab {
 func (l *k8sLab) gputriage(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	if !slices.Contains(args, "--kubeconfig") {
-		args = append([]string{"--kubeconfig", l.lab.LimitedKubeconfig}, args...)
+		at := 0
+		if len(args) > 0 && (args[0] == "fix" || args[0] == "watch" || args[0] == "collect") {
+			at = 1
+		}
+		args = slices.Insert(args, at, "--kubeconfig", l.lab.LimitedKubeconfig)
 	}
 	var out, errb bytes.Buffer
 	getenv := func(k string) string {
@@ -252,5 +257,28 @@ func TestK8sSlowNodeDoesNotStallSweep(t *testing.T) {
 	}
 	if took > timeout+testenv.Scale(20*time.Second) {
 		t.Errorf("the sweep took %s with a %s host timeout: the hung node held it", took, timeout)
+	}
+}
+
+// fix on a Kubernetes node: the leftover whose pod is gone is signalled by PID through the
+// agent (the apply script and its identity re-check run there as over SSH), its release is
+// watched through the agent, the running pod's server is left alone, and the audit log
+// records the gone pod's UID.
+func TestK8sFixStopsLeftover(t *testing.T) {
+	l := newK8sLab(t)
+	out, errOut, code := l.gputriage(t, "fix", "--yes", "--timeout", "60s", "k8s/gpu-k8s-1")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, fmt.Sprintf("k8s/gpu-k8s-1: PID %d sglang.launch_server: stopped", l.leftover.PID)) ||
+		!strings.Contains(out, "55,286 MiB released") {
+		t.Errorf("output lacks the stop or the release:\n%s", out)
+	}
+	if !scenario.Exited(l.leftover.PID, testenv.HangGuard) || scenario.Exited(l.healthy.PID, 0) {
+		t.Errorf("the leftover is not stopped, or the running pod's server is")
+	}
+	b, err := os.ReadFile(filepath.Join(l.dir, "state", "gputriage", "fix.log"))
+	if err != nil || !bytes.Contains(b, []byte(l.oldUID)) || bytes.Count(bytes.TrimSpace(b), []byte("\n")) != 0 {
+		t.Errorf("audit log (%v): want one record with pod UID %s:\n%s", err, l.oldUID, b)
 	}
 }
