@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
 )
 
@@ -64,7 +65,7 @@ var transports = []string{"websocket", "spdy"}
 // over both transports, what becomes of a non-zero exit status and of stdin's end (doc.go), and
 // that the limited user may do what contrib/k8s/rbac.yaml grants and nothing more.
 func TestLab(t *testing.T) {
-	l := Start(t)
+	l := StartWith(t, Options{SMI: &scenario.SMI{}, ExecEnv: []string{"GPUTRIAGE_LAB=yes"}, ExecDir: "/tmp"})
 	node := l.CreateNode("gpu-node-1", 8)
 	if got := node.Status.Allocatable[GPUResource]; got.Value() != 8 {
 		t.Errorf("node allocatable %s = %v, want 8", GPUResource, got.String())
@@ -82,34 +83,41 @@ func TestLab(t *testing.T) {
 			}
 		}
 	})
-	t.Run("exec env and PATH", func(t *testing.T) {
-		r := execPod(t, l.Config, "websocket", "default", "lab-pod", "main", []string{"sh", "-c", `echo "$PATH"; pwd`}, "", testenv.HangGuard)
-		if r.err != nil || !strings.HasPrefix(r.stdout, l.ExecBin+":") || !strings.HasSuffix(r.stdout, "\n/\n") {
-			t.Errorf("stdout %q, err %v; want PATH led by %s, then /", r.stdout, r.err, l.ExecBin)
+	t.Run("exec env, PATH and directory", func(t *testing.T) {
+		script := `echo "$PATH"; echo "$GPUTRIAGE_LAB"; command -v nvidia-smi; pwd`
+		r := execPod(t, l.Config, "websocket", "default", "lab-pod", "main", []string{"sh", "-c", script}, "", testenv.HangGuard)
+		want := []string{l.ExecBin + ":" + filepath.Join(l.Dir, "smi") + ":" + execPath, "yes", filepath.Join(l.Dir, "smi", "nvidia-smi"), "/tmp"}
+		if r.err != nil || r.stdout != strings.Join(want, "\n")+"\n" {
+			t.Errorf("stdout %q, err %v; want %q", r.stdout, r.err, want)
 		}
 	})
 	t.Run("exit status", func(t *testing.T) {
 		for _, tr := range transports {
 			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"sh", "-s"}, "echo out; echo err >&2; exit 3\n", testenv.HangGuard)
 			var code interface{ ExitStatus() int }
-			t.Logf("%s: exit 3 gives stdout %q, stderr %q, err %v (exit status error: %v)", tr, r.stdout, r.stderr, r.err, errors.As(r.err, &code))
+			t.Logf("%s: exit 3 gives stdout %q, stderr %q, err %v", tr, r.stdout, r.stderr, r.err)
 			if r.stdout != "out\n" || r.stderr != "err\n" {
 				t.Errorf("%s: stdout %q, stderr %q; want out, err", tr, r.stdout, r.stderr)
 			}
-			if r.err == nil {
-				t.Errorf("%s: exit 3 reported as success", tr)
+			// kwok v0.8.0 reports a failure without its exit status (doc.go): should that
+			// change, doc.go and the design that leans on it are to be revisited.
+			if r.err == nil || errors.As(r.err, &code) {
+				t.Errorf("%s: exit 3 gives %v: kwok now passes exit statuses; update doc.go", tr, r.err)
 			}
 		}
 	})
 	t.Run("stdin EOF", func(t *testing.T) {
-		// cat ends at its stdin's end; kwok never closes the command's stdin (doc.go), so cat
-		// runs until the exec is cut short.
+		// cat ends at its stdin's end; kwok v0.8.0 never closes the command's stdin (doc.go),
+		// so cat runs until the exec is cut short. Should cat end by itself, kwok now passes
+		// EOF: doc.go is to be revisited.
 		for _, tr := range transports {
-			start := time.Now()
-			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"cat"}, "abc\n", 3*time.Second)
-			t.Logf("%s: cat of \"abc\\n\" gives stdout %q, err %v after %v", tr, r.stdout, r.err, time.Since(start).Round(time.Millisecond))
+			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"cat"}, "abc\n", time.Second)
+			t.Logf("%s: cat of \"abc\\n\" gives stdout %q, err %v", tr, r.stdout, r.err)
 			if r.stdout != "abc\n" {
 				t.Errorf("%s: stdout %q, want abc", tr, r.stdout)
+			}
+			if !errors.Is(r.err, context.DeadlineExceeded) {
+				t.Errorf("%s: cat ended (%v): kwok now passes stdin's end; update doc.go", tr, r.err)
 			}
 		}
 	})
