@@ -111,16 +111,20 @@ func TestLab(t *testing.T) {
 		// so cat runs until the exec is cut short. Should cat end by itself, kwok now passes
 		// EOF: doc.go is to be revisited.
 		for _, tr := range transports {
-			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"cat"}, "abc\n", time.Second)
-			t.Logf("%s: cat of \"abc\\n\" gives stdout %q, err %v", tr, r.stdout, r.err)
-			if r.stdout != "abc\n" {
-				t.Errorf("%s: stdout %q, want abc", tr, r.stdout)
-			}
-			if !errors.Is(r.err, context.DeadlineExceeded) {
-				t.Errorf("%s: cat ended (%v): kwok now passes stdin's end; update doc.go", tr, r.err)
-			}
+			t.Run(tr, func(t *testing.T) { // both at once: each waits out its bound
+				t.Parallel()
+				r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"cat"}, "abc\n", time.Second)
+				t.Logf("cat of \"abc\\n\" gives stdout %q, err %v", r.stdout, r.err)
+				if r.stdout != "abc\n" {
+					t.Errorf("stdout %q, want abc", r.stdout)
+				}
+				if !errors.Is(r.err, context.DeadlineExceeded) {
+					t.Errorf("cat ended (%v): kwok now passes stdin's end; update doc.go", r.err)
+				}
+			})
 		}
 	})
+	t.Run("daemonset pod", func(t *testing.T) { testDaemonSetPod(t, l, node.Name) })
 	t.Run("limited user", func(t *testing.T) { testLimited(t, l, node.Name) })
 }
 
@@ -145,9 +149,14 @@ func testLimited(t *testing.T, l *Lab, node string) {
 	if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("list nodes: %v", err)
 	}
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil || len(pods.Items) != 2 {
-		t.Errorf("list the node's pods: %v, %d pods, want 2", err, podCount(pods))
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	all, err := l.Client.CoreV1().Pods("").List(ctx, onNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, onNode)
+	if err != nil || podCount(pods) != len(all.Items) {
+		t.Errorf("list the node's pods: %v, %d pods, want %d", err, podCount(pods), len(all.Items))
 	}
 	for _, tr := range transports {
 		r := execPod(t, cfg, tr, "gputriage", agent.Name, "agent", []string{"sh", "-s"}, "echo hello; exit 0\n", testenv.HangGuard)
@@ -172,4 +181,55 @@ func podCount(p *corev1.PodList) int {
 		return 0
 	}
 	return len(p.Items)
+}
+
+// agentLike is a DaemonSet shaped like a node agent: privileged, hostPID, read-only hostPath
+// mounts, in a namespace of its own.
+const agentLike = `
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: lab-agents
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+  namespace: lab-agents
+spec:
+  selector:
+    matchLabels: {app.kubernetes.io/name: lab-agent}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: lab-agent}
+    spec:
+      hostPID: true
+      containers:
+      - name: agent
+        image: example.invalid/agent:1
+        securityContext: {privileged: true}
+        volumeMounts:
+        - {name: proc, mountPath: /host/proc, readOnly: true}
+      volumes:
+      - name: proc
+        hostPath: {path: /proc}
+`
+
+// testDaemonSetPod applies agentLike (twice: applying is idempotent) and has DaemonSetPod make
+// the DaemonSet's pod on node: Running, with the template's labels, owned by the DaemonSet, and
+// exec into it runs here.
+func testDaemonSetPod(t *testing.T, l *Lab, node string) {
+	for range 2 {
+		if err := l.apply([]byte(agentLike)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := l.DaemonSetPod("lab-agents", "agent", node)
+	if pod.Labels["app.kubernetes.io/name"] != "lab-agent" || !pod.Spec.HostPID || len(pod.OwnerReferences) != 1 || pod.OwnerReferences[0].Kind != "DaemonSet" {
+		t.Errorf("pod %s: labels %v, hostPID %v, owners %+v", pod.Name, pod.Labels, pod.Spec.HostPID, pod.OwnerReferences)
+	}
+	r := execPod(t, l.Config, "websocket", "lab-agents", pod.Name, "agent", []string{"sh", "-s"}, "echo hello; exit 0\n", testenv.HangGuard)
+	if r.err != nil || r.stdout != "hello\n" {
+		t.Errorf("exec: stdout %q, err %v", r.stdout, r.err)
+	}
 }
