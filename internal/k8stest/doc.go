@@ -17,6 +17,14 @@
 // where .ci/run builds them first). Every daemon dies with the test binary (Pdeathsig) and is
 // stopped at cleanup. No controller manager or scheduler runs: pods are bound by their
 // spec.nodeName, and a DaemonSet makes no pods by itself (DaemonSetPod makes the one it would).
+// A lab takes about 5 s to start; labs share nothing (free ports, temporary directories), so
+// packages may run theirs at once.
+//
+// Build first, outside the shared test lock (a cold build takes many minutes), then run the
+// suite under it:
+//
+//	tools/k8s/build.sh
+//	flock /tmp/gputriage-live.lock go test ./internal/k8stest -count=1
 //
 // # What kwok's exec does and does not pass through (kwok v0.8.0, kube-apiserver v1.37.2)
 //
@@ -25,7 +33,7 @@
 //   - Both transports work: client-go's WebSocket executor (remotecommand v5, a GET, which the
 //     API server translates to SPDY towards kwok) and its SPDY one (a POST). RBAC: SPDY needs
 //     create on pods/exec; WebSocket needs get, and create too (checked on the upgrade).
-//   - Stdout and stderr arrive separately and whole.
+//   - Stdout and stderr arrive separately and whole (4 MiB of stdout, 256 KiB of stdin tried).
 //   - Stdin's end is NOT passed on: kwok copies the stream into the command's stdin pipe and
 //     never closes it, so a command that reads to EOF (cat, or sh -s without a final exit)
 //     runs until the client gives up. Hence the probe's stdin ends in an explicit "exit 0"

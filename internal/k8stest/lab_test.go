@@ -91,6 +91,17 @@ func TestLab(t *testing.T) {
 			t.Errorf("stdout %q, err %v; want %q", r.stdout, r.err, want)
 		}
 	})
+	t.Run("large streams", func(t *testing.T) {
+		// A script of 256 KiB on stdin (a probe is tens of KiB) printing 4 MiB (a capture's
+		// bound is in MiB), over both transports.
+		script := strings.Repeat(": "+strings.Repeat("x", 1021)+"\n", 256) + "head -c 4194304 /dev/zero | tr '\\0' y; exit 0\n"
+		for _, tr := range transports {
+			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"sh", "-s"}, script, testenv.HangGuard)
+			if r.err != nil || len(r.stdout) != 4<<20 || strings.Trim(r.stdout, "y") != "" {
+				t.Errorf("%s: %d bytes of stdout, stderr %q, err %v; want 4 MiB of y", tr, len(r.stdout), r.stderr, r.err)
+			}
+		}
+	})
 	t.Run("exit status", func(t *testing.T) {
 		for _, tr := range transports {
 			r := execPod(t, l.Config, tr, "default", "lab-pod", "main", []string{"sh", "-s"}, "echo out; echo err >&2; exit 3\n", testenv.HangGuard)
