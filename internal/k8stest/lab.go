@@ -138,6 +138,8 @@ func apiserverArgs(dir string, p *pki, port int, kine, tokens string) []string {
 	return []string{
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
+		// The kubernetes service would point at a loopback address: no endpoints for it.
+		"--endpoint-reconciler-type=none",
 		"--secure-port=" + strconv.Itoa(port),
 		"--etcd-servers=http://" + kine,
 		"--tls-cert-file=" + p.serverCert,
