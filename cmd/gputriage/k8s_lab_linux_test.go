@@ -180,8 +180,8 @@ func TestK8sSeedIncident(t *testing.T) {
 }
 
 // A node without the agent: the host fails, naming the way to install the agent and the
-// kubectl debug route, and the sweep's other node is triaged; a name that is no node of the
-// cluster fails as an unknown host.
+// kubectl debug route, and the sweep's other node is triaged; --k8s-selector alone sweeps the
+// nodes it picks; a name that is no node of the cluster fails as an unknown host.
 func TestK8sNoAgent(t *testing.T) {
 	l := newK8sLab(t)
 	l.lab.CreateNode("gpu-k8s-2", 2)
@@ -198,6 +198,10 @@ func TestK8sNoAgent(t *testing.T) {
 	}
 	if !strings.Contains(all, "k8s/gpu-k8s-1") {
 		t.Errorf("the node with the agent is not reported:\n%s", all)
+	}
+	out, errOut, code = l.gputriage(t, "--k8s-selector", "kubernetes.io/hostname=gpu-k8s-1", "--timeout", "60s", "-q")
+	if code != exitFindings || !strings.Contains(out, "k8s/gpu-k8s-1") || strings.Contains(out+errOut, "gpu-k8s-2") {
+		t.Errorf("--k8s-selector alone: exit %d\n%s\n%s", code, out, errOut)
 	}
 	out, errOut, code = l.gputriage(t, "k8s/no-such-node", "--timeout", "60s", "-q")
 	if code != exitHostsFailed || !strings.Contains(out+errOut, "no node no-such-node in the cluster") {
