@@ -181,7 +181,8 @@ func TestK8sSeedIncident(t *testing.T) {
 
 // A node without the agent: the host fails, naming the way to install the agent and the
 // kubectl debug route, and the sweep's other node is triaged; --k8s-selector alone sweeps the
-// nodes it picks; a name that is no node of the cluster fails as an unknown host.
+// nodes it picks; a name that is no node of the cluster fails as an unknown host, a token the
+// API server refuses as an authentication failure.
 func TestK8sNoAgent(t *testing.T) {
 	l := newK8sLab(t)
 	l.lab.CreateNode("gpu-k8s-2", 2)
@@ -206,6 +207,24 @@ func TestK8sNoAgent(t *testing.T) {
 	out, errOut, code = l.gputriage(t, "k8s/no-such-node", "--timeout", "60s", "-q")
 	if code != exitHostsFailed || !strings.Contains(out+errOut, "no node no-such-node in the cluster") {
 		t.Errorf("k8s/no-such-node: exit %d\n%s\n%s", code, out, errOut)
+	}
+	kc, err := os.ReadFile(l.lab.LimitedKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var token string
+	for _, line := range strings.Split(string(kc), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "token: "); ok {
+			token = v
+		}
+	}
+	wrong := filepath.Join(l.dir, "wrong-token")
+	if err := os.WriteFile(wrong, []byte(strings.ReplaceAll(string(kc), token, "not-the-token")), 0o600); token == "" || err != nil {
+		t.Fatalf("no token in the limited kubeconfig (%v):\n%s", err, kc)
+	}
+	out, errOut, code = l.gputriage(t, "--kubeconfig", wrong, "k8s/gpu-k8s-1", "--timeout", "60s", "-q")
+	if code != exitHostsFailed || !strings.Contains(out+errOut, "auth") || !strings.Contains(out+errOut, "refused") {
+		t.Errorf("a token the API server refuses: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
 
