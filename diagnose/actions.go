@@ -48,6 +48,10 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 			return h.zombieAction(gp)
 		}
 		return h.killAction(gp)
+	case gp.Pod != nil && (gp.Pod.Gone || gp.Pod.ended()):
+		return h.killAction(gp) // no live pod to delete: its process, by PID
+	case gp.Pod != nil:
+		a = namedPodAction(gp.Pod)
 	case c.PodUID != "":
 		a = podAction(c.PodUID)
 	case c.ContainerID != "" && (c.Runtime == "docker" || c.Runtime == "podman"):
@@ -72,6 +76,13 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 	}
 	a.PIDs, a.Frees = h.groupFrees(a.Kind, a.Target)
 	return a
+}
+
+// namedPodAction deletes the pod the API named, for the operator to run: fix never does.
+func namedPodAction(p *PodFacts) Action {
+	return Action{Kind: ActionDeletePod, Target: p.UID, Steps: []Command{
+		{Line: "kubectl delete pod -n " + shellArg(p.Namespace) + " -- " + shellArg(p.Name), Note: "pod UID " + p.UID + ": check it is still that pod (kubectl get pod -o jsonpath='{.metadata.uid}')"},
+	}}
 }
 
 func podAction(uid string) Action {

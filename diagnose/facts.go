@@ -122,6 +122,8 @@ type Reason struct {
 	Links  int
 	PIDs   []int
 	AsRoot bool
+	// Pod is the process's Kubernetes pod (pod-gone, pod-ended, pod-not-allocated).
+	Pod *PodFacts
 }
 
 // ActionKind names what an action does. The kinds are stable: JSON carries them.

@@ -44,6 +44,8 @@ type Process struct {
 	Unit      string     `json:"unit,omitempty"`
 	UnitState *UnitState `json:"unit_state,omitempty"`
 	Container string     `json:"container,omitempty"`
+	// K8s is its Kubernetes pod as the API named it (from the capture's Kubernetes block).
+	K8s *PodFacts `json:"k8s,omitempty"`
 	// SlurmJob and SlurmStep are the Slurm job and step it runs in; NoGPUGres is set when the
 	// job's node (SlurmNode, "" for this one) has no GPU GRES, so Slurm allocates no GPUs.
 	SlurmJob  string `json:"slurm_job,omitempty"`

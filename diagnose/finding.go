@@ -179,8 +179,10 @@ type GPUProcess struct {
 	// not to the system's: a user's "sshd.service" is not the host's sshd.
 	UnitUserUID *int
 	Container   string // runtime:id, e.g. "docker:b708f3d89365"
-	SlurmJob    string
-	Shm         []parse.ShmUse
+	// Pod is what the capture's Kubernetes block says of its pod; nil without one.
+	Pod      *PodFacts
+	SlurmJob string
+	Shm      []parse.ShmUse
 }
 
 // Result is the diagnosis of one host.

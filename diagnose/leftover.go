@@ -199,7 +199,7 @@ func (h *host) leftoverReasons(gp *GPUProcess, p *parse.Process) leftoverVerdict
 		v.add(Reason{Code: ReasonTraced, PID: pid, State: p.State})
 	}
 	h.cleanedUpReasons(&v, gp, p)
-	for _, r := range h.slurmReasons(gp) {
+	for _, r := range append(h.slurmReasons(gp), h.podReasons(gp)...) {
 		v.add(r)
 	}
 	tree := false

@@ -55,6 +55,10 @@ func (h *host) describe(pid int) Process {
 	if len(gp.GPUMemoryMiB) > 0 {
 		d.GPUMemoryMiB = maps.Clone(gp.GPUMemoryMiB)
 	}
+	if gp.Pod != nil {
+		k := *gp.Pod
+		d.K8s = &k
+	}
 	h.describeParent(&d, gp)
 	h.describeOwner(&d, gp)
 	h.describeVerdict(&d, gp)

@@ -253,6 +253,7 @@ func (h *host) fillFromProc(gp *GPUProcess, p *parse.Process) {
 		gp.Unit, gp.UnitUserUID = u.Name, u.UserUID
 	}
 	gp.Container = containerName(p.Cgroup)
+	gp.Pod = h.podFacts(p)
 	gp.SlurmJob = h.jobOf(p)
 	gp.Shm = p.Shm
 }

@@ -15,6 +15,9 @@ func (h *host) outsideAllocationFindings() []Finding {
 			continue
 		}
 		r, ok := h.outsideAllocation(gp)
+		if !ok {
+			r, ok = h.podAllocation(gp)
+		}
 		switch {
 		case !ok:
 		case len(out) == maxDetailed:
@@ -31,17 +34,22 @@ func (h *host) outsideAllocationFindings() []Finding {
 
 // outsideAllocationFinding is the finding for one process on GPUs its job was not allocated:
 // what to look at, never a kill or a scancel (the job is running, and may be healthy work).
+// On Kubernetes (r a pod-not-allocated), what to look at is the pod (podInspect).
 func (h *host) outsideAllocationFinding(gp *GPUProcess, r Reason) Finding {
+	look := Action{Kind: ActionInspect, Target: "Slurm job " + r.Job, Steps: []Command{
+		{Line: "scontrol show job -d " + shellArg(r.Job), Note: "the GPUs Slurm gave the job: GRES=gpu:N(IDX:...) on each node"},
+		{Line: "scontrol show config | grep -E 'ConstrainDevices|TaskPlugin'", Note: "Slurm keeps jobs off the GPUs they were not given only with ConstrainDevices=yes (cgroup.conf) and task/cgroup in TaskPlugin"},
+	}}
+	if r.Code == ReasonPodNotAllocated {
+		look = podInspect(r.Pod)
+	}
 	f := Finding{
 		Code:     CodeGPUOutsideAllocation,
 		Severity: Warning,
 		GPUs:     r.GPUs,
 		PIDs:     []int{gp.PID},
 		Reasons:  []Reason{r},
-		Actions: []Action{{Kind: ActionInspect, Target: "Slurm job " + r.Job, Steps: []Command{
-			{Line: "scontrol show job -d " + shellArg(r.Job), Note: "the GPUs Slurm gave the job: GRES=gpu:N(IDX:...) on each node"},
-			{Line: "scontrol show config | grep -E 'ConstrainDevices|TaskPlugin'", Note: "Slurm keeps jobs off the GPUs they were not given only with ConstrainDevices=yes (cgroup.conf) and task/cgroup in TaskPlugin"},
-		}}},
+		Actions:  []Action{look},
 	}
 	h.name(&f, gp.PID)
 	outsideAllocationWords(&f)

@@ -16,6 +16,8 @@ func reasonWords(r Reason) string {
 	switch r.Code {
 	case ReasonJobEnded, ReasonGPUNotAllocated:
 		return slurmWords(r)
+	case ReasonPodGone, ReasonPodEnded, ReasonPodNotAllocated:
+		return podReasonWords(r)
 	case ReasonUnitStopped:
 		s := "its systemd unit " + r.Unit + " is " + r.State
 		if r.Result != "" {

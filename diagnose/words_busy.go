@@ -46,6 +46,9 @@ func busyWords(f *Finding) {
 		total += m
 	}
 	title := jobTitle(*j)
+	if k := f.Named[0].K8s; k != nil && !k.Gone {
+		title = "Kubernetes pod " + podName(k)
+	}
 	f.Title = fmt.Sprintf("%s in use by %s: %s in %d %s", FormatGPUs(f.GPUs), title, fmtMiB(total), n, plural(n, "process", "processes"))
 	f.Explanation = fmt.Sprintf("This GPU memory is held by %s, and nothing suggests %s abandoned. This is information about the host, not a problem.",
 		title, plural(n, "it is", "they are"))

@@ -97,7 +97,10 @@ func ownerEvidence(p Process) []string {
 		}
 		ev = append(ev, line)
 	}
-	if p.Container != "" {
+	switch {
+	case p.K8s != nil:
+		ev = append(ev, podLine(p.K8s))
+	case p.Container != "":
 		ev = append(ev, "container: "+p.Container)
 	}
 	if p.SlurmJob != "" {

@@ -32,6 +32,10 @@ func slurmWords(r Reason) string {
 // GPUs it was not given, that it runs (no leftover), and why Slurm let it.
 func outsideAllocationWords(f *Finding) {
 	p, r := f.named(f.PIDs[0]), f.Reasons[0]
+	if r.Code == ReasonPodNotAllocated {
+		podOutsideWords(f)
+		return
+	}
 	job := "Slurm job " + r.Job
 	if r.User != "" {
 		job += " of " + r.User
@@ -40,12 +44,18 @@ func outsideAllocationWords(f *Finding) {
 	f.Explanation = fmt.Sprintf("%s. The job is running: this is not a leftover but work outside its allocation, which takes memory and compute from the jobs Slurm gives %s. %s "+
 		"Ask the job's user to use only the GPUs Slurm gives it (Slurm sets CUDA_VISIBLE_DEVICES to them), and have Slurm confine jobs to their GPUs.",
 		capitalize(slurmWords(r)), plural(len(r.GPUs), "that GPU", "those GPUs"), confinementWords(r))
+	outsideEvidence(f, p, r, "the job")
+}
+
+// outsideEvidence fills a gpu-outside-allocation finding's evidence and fix: the process,
+// what it holds on each GPU (those not allocated to whom said so), and the reasons.
+func outsideEvidence(f *Finding, p Process, r Reason, whom string) {
 	f.Evidence = processLines(p)
 	f.Evidence = append(f.Evidence, ownerEvidence(p)...)
 	for _, g := range p.memGPUs() {
 		line := fmt.Sprintf("GPU %d: %s", g, fmtMiBGiB(p.GPUMemoryMiB[g]))
 		if slices.Contains(r.GPUs, g) {
-			line += " (not allocated to the job)"
+			line += " (not allocated to " + whom + ")"
 		}
 		f.Evidence = append(f.Evidence, line)
 	}

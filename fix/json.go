@@ -87,6 +87,8 @@ func (t Target) Validate() error {
 		return fmt.Errorf("pid %d: negative uid", t.PID)
 	case !isHex(t.ArgvSHA256, 64):
 		return fmt.Errorf("pid %d: argv hash %q is not 64 hex digits", t.PID, t.ArgvSHA256)
+	case t.PodUID != "" && !isPodUID(t.PodUID):
+		return fmt.Errorf("pid %d: pod uid %q is not a UID", t.PID, t.PodUID)
 	}
 	ok := false
 	switch t.Kind {
@@ -105,6 +107,12 @@ func (t Target) Validate() error {
 		return fmt.Errorf("pid %d: %s: bad name %q or runtime %q", t.PID, t.Kind, t.Name, t.Runtime)
 	}
 	return nil
+}
+
+// isPodUID: a Kubernetes pod UID as a cgroup names it: lower-case hex digits and dashes, 36
+// at most.
+func isPodUID(s string) bool {
+	return len(s) <= 36 && isHex(strings.ReplaceAll(s, "-", ""), -1)
 }
 
 // isHex: n lower-case hex digits; n < 0: 1 to 64 of them.

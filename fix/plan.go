@@ -74,6 +74,9 @@ type Target struct {
 	ArgvSHA256 string `json:"argv_sha256"`
 	// Stopped is set when the process was stopped (state T or t): SIGCONT follows SIGTERM.
 	Stopped bool `json:"stopped,omitempty"`
+	// PodUID is the Kubernetes pod its cgroup names (the audit log records it); "" outside
+	// a pod. The pod itself is never acted on.
+	PodUID string `json:"pod_uid,omitempty"`
 	// For people: the program, its user, the finding's code and reasons, what it frees.
 	Program  string        `json:"program"`
 	User     string        `json:"user,omitempty"`
@@ -175,6 +178,14 @@ func target(f diagnose.Finding, p *parse.Process, gp *diagnose.GPUProcess, bootK
 	t := Target{PID: pid, StartTicks: *p.StartTicks, UID: *p.UID, ArgvSHA256: p.ArgvSHA256,
 		Stopped: p.State == "T" || p.State == "t", Program: ex.Program, User: p.User, Finding: f.Code,
 		FreesMiB: a.Frees.GPUMiB}
+	if gp != nil && gp.Pod != nil { // a Kubernetes node's (its capture has the API's pods)
+		t.PodUID = gp.Pod.UID
+		if a.Kind == diagnose.ActionDeletePod {
+			ex.Why = "it runs in a Kubernetes pod the API still lists: fix never deletes a pod"
+			ex.Instead = "if the pod should go, delete it yourself with the step below, after checking it is the pod the finding names"
+			return Target{}, ex
+		}
+	}
 	for _, rs := range f.Reasons {
 		t.Reasons = append(t.Reasons, string(rs.Code))
 	}

@@ -155,6 +155,9 @@ func (sp *splitter) lines(off int) {
 				}
 			case "done":
 				sp.closeAt(off-1, false)
+				if !sp.c.Done {
+					sp.c.DoneEnd = next
+				}
 				sp.c.Done = true
 			}
 		}

@@ -56,6 +56,9 @@ func Parse(raw []byte) (*Snapshot, error) {
 	}
 	p := snapParser{s: s, c: c}
 	p.run()
+	var notes []Note
+	s.K8s, notes = ParseK8s(raw, c)
+	s.Notes = append(s.Notes, notes...)
 	return s, errors.Join(p.errs...)
 }
 

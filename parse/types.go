@@ -60,6 +60,9 @@ type Snapshot struct {
 	Sections []SectionInfo
 	// Truncated is set when the capture ended before the probe's final marker.
 	Truncated bool
+	// K8s is what the Kubernetes API and the node's kubelet said of the node's pods, from
+	// the block the client appends after the probe's final marker (k8s.go); nil without it.
+	K8s *K8s
 }
 
 // HostFacts are the host section's key=value lines.
@@ -364,8 +367,11 @@ type Capture struct {
 	// TooMany is set when the capture held more sections than any probe prints; the rest
 	// was not read.
 	TooMany bool
-	// Done is set when the probe's final marker was seen.
-	Done bool
+	// Done is set when the probe's final marker was seen; DoneEnd is the offset just past
+	// the first such line: what the host sent ends there, and what follows is the client's
+	// (the Kubernetes block, k8s.go).
+	Done    bool
+	DoneEnd int
 }
 
 // Section returns the first section called name, or nil.

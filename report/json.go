@@ -375,6 +375,8 @@ type jsonProcess struct {
 	Container      *string          `json:"container"`
 	SlurmJob       *string          `json:"slurm_job"`
 	Shm            []jsonShmUse     `json:"shm"`
+	// K8s: its Kubernetes pod, from the capture's Kubernetes block.
+	K8s *diagnose.PodFacts `json:"k8s,omitempty"`
 }
 
 type jsonShmUse struct {
@@ -461,6 +463,8 @@ type jsonReason struct {
 	Links  *int  `json:"links,omitempty"`
 	PIDs   []int `json:"pids,omitempty"`
 	AsRoot bool  `json:"as_root,omitempty"`
+	// Pod: the process's Kubernetes pod (pod-gone, pod-ended, pod-not-allocated).
+	Pod *diagnose.PodFacts `json:"k8s,omitempty"`
 }
 
 // jsonOthersMay is diagnose.OthersMay: how another user could have made a clue.
@@ -594,7 +598,7 @@ func jsonProcessOf(p diagnose.GPUProcess) jsonProcess {
 		Program: optStr(validUTF8(p.Program)), Engine: optStr(p.Engine),
 		State: optStr(p.State), PPID: p.PPID, GPUs: processGPUs(p), GPUMemoryMiB: map[string]int64{},
 		Listed: p.Listed, Unit: optStr(p.Unit), UnitUserUID: p.UnitUserUID, Container: optStr(p.Container),
-		SlurmJob: optStr(p.SlurmJob), Shm: []jsonShmUse{},
+		SlurmJob: optStr(p.SlurmJob), Shm: []jsonShmUse{}, K8s: p.Pod,
 	}
 	if p.Elapsed != nil && *p.Elapsed >= 0 {
 		s := int64(*p.Elapsed / time.Second)
@@ -632,12 +636,12 @@ func jsonFindingOf(f diagnose.Finding) jsonFinding {
 			Job: optStr(r.Job), JobUser: optStr(r.User), Node: optStr(r.Node), GPUs: orEmpty(r.GPUs),
 			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: optInt(r.Folded),
 			Parent: optInt(r.Parent), ParentName: optStr(r.ParentName), Other: optInt(r.Other),
-			Links: optInt(r.Links), PIDs: r.PIDs, AsRoot: r.AsRoot})
+			Links: optInt(r.Links), PIDs: r.PIDs, AsRoot: r.AsRoot, Pod: r.Pod})
 		if r.Bytes > 0 {
 			j.Reasons[len(j.Reasons)-1].Bytes = &r.Bytes
 		}
 		switch r.Code {
-		case diagnose.ReasonListedPIDGone, diagnose.ReasonJobEnded, diagnose.ReasonGPUNotAllocated:
+		case diagnose.ReasonListedPIDGone, diagnose.ReasonJobEnded, diagnose.ReasonGPUNotAllocated, diagnose.ReasonPodNotAllocated:
 			jr := &j.Reasons[len(j.Reasons)-1]
 			jr.MiB, jr.Purged, jr.Ended = &r.MiB, r.Purged, r.Ended
 			if r.Code != diagnose.ReasonListedPIDGone {

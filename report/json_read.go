@@ -63,7 +63,7 @@ func findingOfJSON(j jsonFinding) (diagnose.Finding, error) {
 			Job: deref(r.Job), User: deref(r.JobUser), Node: deref(r.Node), GPUs: r.GPUs,
 			ConstrainDevices: r.ConstrainDevices, TaskCgroup: r.TaskCgroup, Folded: deref(r.Folded),
 			Parent: deref(r.Parent), ParentName: deref(r.ParentName), Other: deref(r.Other),
-			Links: deref(r.Links), PIDs: r.PIDs, AsRoot: r.AsRoot})
+			Links: deref(r.Links), PIDs: r.PIDs, AsRoot: r.AsRoot, Pod: r.Pod})
 	}
 	for _, s := range j.Shm {
 		sf := diagnose.ShmFile{Path: s.Path, Bytes: s.Bytes, Dir: s.Dir, Deleted: s.Deleted, Mapped: s.Mapped, Open: s.Open,

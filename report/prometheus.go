@@ -158,8 +158,9 @@ func (m *metrics) host(h Host) {
 		}
 	}
 	for _, f := range h.Result.Findings {
-		m.add(mFinding, []string{"host", name, "code", f.Code, "severity", f.Severity.String(), "kind", f.Kind,
-			"gpu", joinInts(f.GPUs), "slurm_job", findingJobs(h.Result, f)}, "1")
+		labels := []string{"host", name, "code", f.Code, "severity", f.Severity.String(), "kind", f.Kind,
+			"gpu", joinInts(f.GPUs), "slurm_job", findingJobs(h.Result, f)}
+		m.add(mFinding, append(labels, findingPods(h.Result, f)...), "1")
 	}
 }
 
@@ -199,6 +200,39 @@ func findingJobs(r diagnose.Result, f diagnose.Finding) string {
 	}
 	slices.Sort(jobs)
 	return strings.Join(jobs, ",")
+}
+
+// findingPods are the labels namespace, pod, container and pod_uid of the Kubernetes pods
+// of the processes a finding is about (as findingJobs picks them), each sorted and
+// comma-joined; empty values (left out) when none is known.
+func findingPods(r diagnose.Result, f diagnose.Finding) []string {
+	pids := f.PIDs
+	if f.Imbalance != nil {
+		pids = f.Imbalance.Leftover
+	}
+	var ns, pods, containers, uids []string
+	add := func(xs *[]string, s string) {
+		if s != "" && !slices.Contains(*xs, s) {
+			*xs = append(*xs, s)
+		}
+	}
+	for _, p := range r.Processes {
+		if k := p.Pod; k != nil && slices.Contains(pids, p.PID) {
+			add(&ns, k.Namespace)
+			add(&pods, k.Name)
+			add(&containers, k.Container)
+			add(&uids, k.UID)
+		}
+	}
+	var out []string
+	for _, l := range []struct {
+		name string
+		xs   []string
+	}{{"namespace", ns}, {"pod", pods}, {"container", containers}, {"pod_uid", uids}} {
+		slices.Sort(l.xs)
+		out = append(out, l.name, strings.Join(l.xs, ","))
+	}
+	return out
 }
 
 // mibBytes is a MiB count in bytes, the base unit; as a float past what an int64 holds.

@@ -324,8 +324,15 @@ func processMemory(p diagnose.GPUProcess) (total int64, ok bool) {
 	return total, ok
 }
 
-// owner names who started p: its systemd unit, container and Slurm job, sanitized.
+// owner names who started p: its systemd unit, container and Slurm job, sanitized; on a
+// Kubernetes node (the capture's Kubernetes block), its pod as the API names it.
 func owner(p diagnose.GPUProcess) string {
+	switch k := p.Pod; {
+	case k != nil && k.Gone:
+		return "k8s pod " + Sanitize(k.UID) + " (deleted)"
+	case k != nil:
+		return "pod " + Sanitize(k.Namespace+"/"+k.Name)
+	}
 	var parts []string
 	if p.Unit != "" {
 		parts = append(parts, Sanitize(p.UnitLabel()))

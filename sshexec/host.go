@@ -41,6 +41,9 @@ type hostRun struct {
 }
 
 func (s *sweep) runHost(ctx context.Context, t Target) Result {
+	if t.Via != nil {
+		return t.Via.RunTarget(ctx, t, s.o)
+	}
 	start := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()

@@ -47,6 +47,9 @@ func NewPool(targets []Target, o Options) *Pool {
 // target must not. Cancelling ctx ends the round as Run's Ctrl-C does and drops the connection.
 func (p *Pool) Probe(ctx context.Context, i int) (r Result, dialed bool) {
 	k := p.hosts[i]
+	if k.t.Via != nil {
+		return k.t.Via.RunTarget(ctx, k.t, p.s.o), false // no connection is kept: nothing is dialed
+	}
 	start := time.Now()
 	hctx, cancel := context.WithTimeout(ctx, p.s.o.Timeout)
 	defer cancel()

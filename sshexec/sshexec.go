@@ -57,6 +57,9 @@ type Target struct {
 
 	// GlobalKnownHostsFiles are looked up after KnownHostsFiles and never written.
 	GlobalKnownHostsFiles []string
+
+	// Via, when set, reaches this target instead of SSH (see Via); the fields above are unused.
+	Via Via
 }
 
 // Options configure a sweep.

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gputriage/gputriage/kube"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/probe"
 	"github.com/gputriage/gputriage/report"
@@ -47,18 +48,26 @@ func probeInput(nonce string, timeout time.Duration) []byte {
 	return probe.Input(nonce, SMISeconds(timeout))
 }
 
-// readCapture reads a saved capture, bounded like a live one.
+// ProbeScript is the probe's input for a shell gputriage does not reach itself (kubectl
+// debug's node pod): a new nonce, nvidia-smi's bound for timeout, the script, and a final
+// line `exit 0` (as every Kubernetes exec gets: the shell ends without stdin's end).
+func ProbeScript(timeout time.Duration) []byte {
+	return kube.WithExit(probeInput(NewNonce(), timeout))
+}
+
+// readCapture reads a saved capture, bounded like a live one (a Kubernetes node's with the
+// block the client appended).
 func readCapture(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, MaxCaptureBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(f, MaxCaptureBytes+kube.BlockMax+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(raw) > MaxCaptureBytes {
+	if len(raw) > MaxCaptureBytes+kube.BlockMax {
 		return nil, fmt.Errorf("%s: larger than %d MiB: not a capture", path, MaxCaptureBytes>>20)
 	}
 	return raw, nil

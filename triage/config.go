@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gputriage/gputriage/hostlist"
+	"github.com/gputriage/gputriage/kube"
 	"github.com/gputriage/gputriage/readiness"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/sshconf"
@@ -51,6 +52,12 @@ type Config struct {
 	// Progress, when set, is told how the sweep stands as hosts start and end.
 	Progress func(sshexec.Progress)
 
+	// Kube is how Kubernetes nodes (targets k8s/NODE, k8s/) are reached: kubectl's kubeconfig
+	// and context, the node selector, the agent's namespace. The cluster is opened at the
+	// first such target Resolve meets.
+	Kube kube.Config
+	kube *kube.Cluster
+
 	// The process: its environment, the terminal a passphrase prompt reads, and where notes go.
 	Getenv func(string) string
 	Stdin  io.Reader
@@ -66,13 +73,16 @@ func usagef(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// Host is one host as the user named it and as ssh_config resolves it.
+// Host is one host as the user named it and as ssh_config resolves it, or a Kubernetes node.
 type Host struct {
 	Label string // as typed: the report's host name and the capture's file name
 	Conf  sshconf.Host
+	Node  string // a Kubernetes node (k8s/NODE), reached through its agent; "" over SSH
+	kube  *kube.Cluster
 }
 
-// Resolve resolves each target against one reading of the ssh_config files.
+// Resolve resolves each target against one reading of the ssh_config files; k8s/NODE is that
+// node, and k8s/ the nodes Kube.Selector picks (with none, every GPU node), each once.
 func (c *Config) Resolve(ts []hostlist.Target) ([]Host, error) {
 	home, _ := os.UserHomeDir()
 	local := c.Getenv("USER")
@@ -82,7 +92,21 @@ func (c *Config) Resolve(ts []hostlist.Target) ([]Host, error) {
 	lhost, _ := os.Hostname()
 	conf := sshconf.NewConfig() // every host resolved against one reading of the files
 	out := make([]Host, 0, len(ts))
-	for _, t := range ts {
+	seen := map[string]bool{}
+	for _, t := range c.withSelector(ts) {
+		if node, ok := kube.Node(t.Host); ok {
+			hs, err := c.resolveNodes(t, node)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range hs {
+				if !seen[h.Label] {
+					seen[h.Label] = true
+					out = append(out, h)
+				}
+			}
+			continue
+		}
 		so := sshconf.Options{ConfigFile: c.SSHConfig, Home: home, LocalUser: local, LocalHost: lhost,
 			User: c.User, Port: c.Port, Identity: c.Identity, Jump: c.Jump, Opts: c.Options, Getenv: c.Getenv}
 		if t.User != "" {
@@ -114,6 +138,9 @@ func (c *Config) ResolveOne(label string) (Host, error) {
 }
 
 func (c *Config) target(r Host) sshexec.Target {
+	if r.Node != "" {
+		return c.kubeTarget(r, probeCommand(c.Sudo), true)
+	}
 	var conv func(h sshconf.Host, name string) sshexec.Target
 	conv = func(h sshconf.Host, name string) sshexec.Target {
 		t := sshexec.Target{Name: name, HostName: h.HostName, Port: h.Port, User: h.User,
@@ -204,6 +231,9 @@ func (c *Config) Exec(ctx context.Context, h Host, command string, stdin []byte,
 	defer closeAgent()
 	sopt.Command, sopt.Stdin, sopt.MaxOutput, sopt.Fanout = command, stdin, maxOut, 1
 	t := c.target(h)
+	if h.Node != "" {
+		t = c.kubeTarget(h, command, false)
+	}
 	debug := c.debug()
 	debug.route(h.Label, t, sopt.Agent != nil, sopt)
 	r := sshexec.Run(ctx, []sshexec.Target{t}, sopt)[0]

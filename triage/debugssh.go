@@ -38,6 +38,10 @@ func (d *sshDebug) route(label string, t sshexec.Target, agent bool, o sshexec.O
 	if d == nil {
 		return
 	}
+	if t.Via != nil {
+		d.printf(label, "%s; timeout: whole host %s", report.Sanitize(fmt.Sprint(t.Via)), o.Timeout)
+		return
+	}
 	var via []string
 	for _, j := range t.Jump {
 		via = append(via, fmt.Sprintf("%s (%s)", j.Name, endpoint(j)))

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gputriage/gputriage/kube"
 	"github.com/gputriage/gputriage/report"
 	"github.com/gputriage/gputriage/sshconf"
 )
@@ -28,6 +29,7 @@ type dryRunHost struct {
 	StrictHostKey   string   `json:"strict_host_key_checking"`
 	ConnectTimeout  *float64 `json:"connect_timeout_seconds"`
 	Ignored         []string `json:"ignored"`
+	Kubernetes      *string  `json:"kubernetes,omitempty"` // how a k8s/NODE host is reached; the SSH fields are empty
 }
 
 // DryRun prints how each host would be reached, like ssh -G, without connecting: as JSON
@@ -37,6 +39,12 @@ func DryRun(w io.Writer, hosts []Host, format string) error {
 		Hosts []dryRunHost `json:"hosts"`
 	}{Hosts: []dryRunHost{}}
 	for _, r := range hosts {
+		if r.Node != "" {
+			how := fmt.Sprint(kube.NodeVia{K: r.kube, Node: r.Node})
+			doc.Hosts = append(doc.Hosts, dryRunHost{Host: r.Label, IdentityFiles: []string{}, ProxyJump: []string{},
+				ProxyJumpHosts: []string{}, KnownHostsFiles: []string{}, Ignored: []string{}, Kubernetes: &how})
+			continue
+		}
 		h := r.Conf
 		j := dryRunHost{Host: r.Label, HostName: h.HostName, Port: h.Port, User: h.User,
 			IdentityFiles: nonNil(h.IdentityFiles), IdentitiesOnly: h.IdentitiesOnly, ProxyJump: []string{}, ProxyJumpHosts: []string{},
@@ -74,6 +82,10 @@ func dryRunText(hosts []dryRunHost) string {
 	var b strings.Builder
 	for _, j := range hosts {
 		fmt.Fprintf(&b, "%s\n", report.Sanitize(j.Host))
+		if j.Kubernetes != nil {
+			fmt.Fprintf(&b, "  %s\n", report.Sanitize(*j.Kubernetes))
+			continue
+		}
 		fmt.Fprintf(&b, "  hostname %s, port %d, user %s\n", report.Sanitize(j.HostName), j.Port, report.Sanitize(j.User))
 		fmt.Fprintf(&b, "  identity files: %s\n", listOrNone(j.IdentityFiles))
 		if j.IdentitiesOnly {

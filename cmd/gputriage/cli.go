@@ -39,6 +39,7 @@ func commands() []command {
 		{name: "completion", usage: "completion bash|zsh|fish", summary: "a shell completion script", run: completionCmd},
 		{name: "__complete-hosts", hidden: true, run: completeHostsCmd},
 		{name: "__man", hidden: true, run: manCmd},
+		{name: "probe-script", hidden: true, run: probeScriptCmd}, // the kubectl debug route's (kube.DebugRoute)
 	}
 }
 

@@ -28,7 +28,7 @@ func cliTerm(t *testing.T, width int, args ...string) (stdout string, code int) 
 // flagNames are the long flags a --help lists.
 func flagNames(help string) map[string]bool {
 	names := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^(?:  -\S, |      )--([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(?:  -\S, |      )--([a-z0-9-]+)`).FindAllStringSubmatch(help, -1) {
 		names[m[1]] = true
 	}
 	return names
@@ -92,7 +92,7 @@ func TestSubcommandHelp(t *testing.T) {
 // TestCommandFlags: each command's --help lists the flags it takes, in this order, and no
 // other; each flag another command takes is refused by name, long or short, as not one of its.
 func TestCommandFlags(t *testing.T) {
-	ssh := "config login port identity jump option "
+	ssh := "config login port identity jump option kubeconfig context k8s-selector agent-namespace "
 	sweep := ssh + "fanout debug-ssh connect-timeout accept-new ask-passphrase sudo "
 	hosts := "hosts-file hosts exclude "
 	slurm := "slurm-job slurm-partition slurm-nodes slurm-state slurm-via "
@@ -111,7 +111,7 @@ func TestCommandFlags(t *testing.T) {
 	for _, cmd := range flagCommands() {
 		help, code := cliTerm(t, 0, strings.Fields(cmd+" --help")...)
 		var got []string
-		for _, m := range regexp.MustCompile(`(?m)^(?:  -(\S), |      )--([a-z-]+)`).FindAllStringSubmatch(help, -1) {
+		for _, m := range regexp.MustCompile(`(?m)^(?:  -(\S), |      )--([a-z0-9-]+)`).FindAllStringSubmatch(help, -1) {
 			got = append(got, m[2])
 			long[m[2]] = true
 			if m[1] != "" {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/gputriage/gputriage/kube"
 	"github.com/gputriage/gputriage/sshexec"
 )
 
@@ -266,6 +267,7 @@ type reachFlags struct {
 	acceptNew      bool
 	askPassphrase  bool
 	sudo           bool
+	kube           kube.Config // kubectl's flags, for k8s/NODE
 }
 
 func (o *reachFlags) addFlags(fs *pflag.FlagSet) {
@@ -273,7 +275,8 @@ func (o *reachFlags) addFlags(fs *pflag.FlagSet) {
 	o.addSessionFlags(fs)
 }
 
-// addConfigFlags registers the flags that say how ssh_config resolves each host.
+// addConfigFlags registers the flags that say how ssh_config resolves each host, and how
+// kubectl's config reaches each Kubernetes node.
 func (o *reachFlags) addConfigFlags(fs *pflag.FlagSet) {
 	fs.StringVarP(&o.configFile, "config", "F", "", "ssh config `FILE`, like ssh -F (default ~/.ssh/config, then /etc/ssh/ssh_config)")
 	fs.StringVarP(&o.user, "login", "l", "", "`USER` to log in as, like ssh -l")
@@ -281,6 +284,10 @@ func (o *reachFlags) addConfigFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&o.identity, "identity", "i", nil, "identity `FILE`, like ssh -i (repeatable)")
 	fs.StringVarP(&o.jump, "jump", "J", "", "`JUMPS`, like ssh -J: [user@]host[:port][,...]")
 	fs.StringArrayVarP(&o.opts, "option", "o", nil, "ssh_config option as `Key=Value`, like ssh -o: before the config file, first value wins (repeatable)")
+	fs.StringVar(&o.kube.Kubeconfig, "kubeconfig", "", "kubeconfig `FILE` for k8s/NODE targets, like kubectl's (default $KUBECONFIG, then ~/.kube/config)")
+	fs.StringVar(&o.kube.Context, "context", "", "kubeconfig `CONTEXT` for k8s/NODE targets, like kubectl's (default its current context)")
+	fs.StringVar(&o.kube.Selector, "k8s-selector", "", "probe the Kubernetes nodes this label `SELECTOR` picks (k8s/ alone: every GPU node)")
+	fs.StringVar(&o.kube.AgentNamespace, "agent-namespace", kube.DefaultAgentNamespace, "`NAMESPACE` of the gputriage agent pods on Kubernetes nodes (contrib/k8s/agent.yaml)")
 }
 
 // addSessionFlags registers the flags that say how each session is opened and what it runs.

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/gputriage/gputriage/kube/podres"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -31,7 +32,10 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, isTerminal)
+	code, agent := podres.Agent(ctx, os.Args[1:], os.Stdout, os.Stderr) // the node agent's mode (contrib/k8s)
+	if !agent {
+		code = run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, isTerminal)
+	}
 	stop()
 	os.Exit(code)
 }

@@ -115,7 +115,7 @@ func (o *options) check(fs *pflag.FlagSet, collectOnly bool) (func(io.Writer, []
 // --replay or --local; and the flags that go with some sources only. Each message names
 // only what was given.
 func (o *options) checkSources(hostArgs, collectOnly bool) error {
-	remote := hostArgs || o.hosts.given() || o.slurm.given()
+	remote := hostArgs || o.hosts.given() || o.slurm.given() || o.ssh.kube.Selector != ""
 	var given []string
 	for _, s := range []struct {
 		set  bool
@@ -129,9 +129,9 @@ func (o *options) checkSources(hostArgs, collectOnly bool) error {
 	case o.slurm.via != "" && !o.slurm.given():
 		return usagef("--slurm-via goes with --slurm-job, --slurm-partition, --slurm-nodes or --slurm-state")
 	case len(given) == 0 && collectOnly:
-		return usagef("nothing to collect: give host names, -w HOSTS, -f FILE, --slurm-* or --local")
+		return usagef("nothing to collect: give host names, k8s/NODE, -w HOSTS, -f FILE, --slurm-*, --k8s-selector or --local")
 	case len(given) == 0:
-		return usagef("nothing to triage: give host names, -w HOSTS, -f FILE, --slurm-*, --replay PATH or --local")
+		return usagef("nothing to triage: give host names, k8s/NODE, -w HOSTS, -f FILE, --slurm-*, --k8s-selector, --replay PATH or --local")
 	case len(given) > 1:
 		return usagef("give only one of %s and %s", strings.Join(given[:len(given)-1], ", "), given[len(given)-1])
 	case collectOnly && o.save == "":
@@ -164,7 +164,7 @@ func (o *options) remote(ctx context.Context, args []string, c *triage.Config, e
 	if err != nil {
 		return nil, exitUsage, err
 	}
-	if len(ts) == 0 {
+	if len(ts) == 0 && o.ssh.kube.Selector == "" {
 		return nil, exitUsage, usagef("no hosts given (or -x left none)")
 	}
 	res, err := c.Resolve(ts)

@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/gputriage/gputriage/probe"
+	"github.com/gputriage/gputriage/triage"
 )
 
 // versionCmd is `gputriage version` (and --version): what a bug report needs to name the
@@ -74,29 +73,8 @@ func versionText(f buildFacts) string {
 		fmt.Fprintf(&b, "  time:      %s\n", f.time)
 	}
 	fmt.Fprintf(&b, "  go:        %s %s/%s\n", f.goVersion, runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(&b, "  probe:     %s\n", probeVersion(probe.Script))
+	fmt.Fprintf(&b, "  probe:     %s\n", probe.Describe(probe.Script))
 	return b.String()
-}
-
-var (
-	probeVersionRE  = regexp.MustCompile(`probe_version=([0-9A-Za-z._-]+)`)
-	captureFormatRE = regexp.MustCompile(`gputriage-capture (v[0-9]+) nonce=`)
-)
-
-// probeVersion names the embedded probe: the version it reports, the capture format it
-// writes (both read from the script itself: what it prints, not its comments, which
-// Script has none of) and the script's hash, which tells apart two
-// builds whose probes differ without a version bump.
-func probeVersion(script string) string {
-	ver, format := "unknown", "unknown"
-	if m := probeVersionRE.FindStringSubmatch(script); m != nil {
-		ver = m[1]
-	}
-	if m := captureFormatRE.FindStringSubmatch(script); m != nil {
-		format = m[1]
-	}
-	sum := sha256.Sum256([]byte(script))
-	return fmt.Sprintf("version %s, capture format %s, sha256 %s", ver, format, hex.EncodeToString(sum[:6]))
 }
 
 func buildVersion() string {
@@ -107,4 +85,19 @@ func buildVersion() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// probeScriptCmd prints what the probe reads on stdin (a new nonce, nvidia-smi's bound for the
+// default --timeout, the script, a final exit line), for a shell gputriage does not reach
+// itself: kubectl debug's node pod (docs/kubernetes.md). Its output is replayed with --replay.
+func probeScriptCmd(_ context.Context, args []string, e *env) (int, error) {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprint(e.stdout, "Usage: gputriage probe-script | sh -s > HOST.capture; gputriage --replay HOST.capture\n\n"+
+			"Prints the probe's input, for a shell gputriage cannot reach (kubectl debug node/NODE).\n")
+		return exitOK, nil
+	} else if len(args) > 0 {
+		return exitUsage, usagef("probe-script takes no arguments, got %q", args[0])
+	}
+	_, err := e.stdout.Write(triage.ProbeScript(60 * time.Second))
+	return exitOK, err
 }

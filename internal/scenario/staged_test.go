@@ -41,6 +41,8 @@ type stage struct {
 	// enter, when set, is a command prefix the probe runs behind (e.g. nsenter into a mount
 	// namespace with a /dev/shm of its own).
 	enter []string
+	// appendK8s, when set, appends the client's Kubernetes block to the capture (k8sBlock).
+	appendK8s func(raw []byte) []byte
 }
 
 func newStage(t *testing.T) *stage {
@@ -194,6 +196,9 @@ func (s *stage) run() rendered {
 	raw, err := probe()
 	if err != nil {
 		s.t.Fatal(err)
+	}
+	if s.appendK8s != nil {
+		raw = s.appendK8s(raw)
 	}
 	// As gputriage does: what could not be read is a note. The probe sees every process on
 	// this machine, including other tests' hostile ones, and their records may not parse;

@@ -52,16 +52,7 @@ func (c *Cluster) cancelJobs() {
 	}
 }
 
-func (d *daemon) stop() {
-	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-d.done:
-		return
-	case <-time.After(5 * time.Second):
-	}
-	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-	<-d.done
-}
+func (d *daemon) stop() { testenv.StopGroup(d.cmd.Process.Pid, d.done) }
 
 // strays are the processes this cluster's slurmd left: every slurmstepd that writes to this
 // cluster's directory (its node's log), and every process in this cluster's nodes' cgroups.

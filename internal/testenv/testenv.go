@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -232,4 +233,18 @@ func WaitFor(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// StopGroup stops a daemon started in a process group of its own (pgid, its PID): SIGTERM to
+// the group, SIGKILL five seconds later if done (closed once the daemon is reaped) is not
+// closed by then; it returns once done is closed.
+func StopGroup(pgid int, done <-chan struct{}) {
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-done:
+		return
+	case <-time.After(5 * time.Second):
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	<-done
 }

@@ -1,0 +1,156 @@
+package diagnose
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// Kubernetes: a GPU process's cgroup names its pod's UID and its container's id; the
+// Kubernetes block of the capture (parse.K8s) says what the API knows of the pod and which
+// GPUs the kubelet allocated to it. Without the block, nothing here changes a result.
+
+// Reason codes of processes in Kubernetes pods.
+const (
+	// ReasonPodGone: the process runs in the cgroup of a pod the API no longer lists on the
+	// node (deleted: its containers should have been stopped with it). Strong.
+	ReasonPodGone ReasonCode = "pod-gone"
+	// ReasonPodEnded: its pod has ended (phase Succeeded or Failed, in State), yet it runs.
+	// Strong.
+	ReasonPodEnded ReasonCode = "pod-ended"
+	// ReasonPodNotAllocated: it holds memory on GPUs (GPUs) the kubelet did not allocate to
+	// its running pod (the reason of gpu-outside-allocation on Kubernetes).
+	ReasonPodNotAllocated ReasonCode = "pod-not-allocated"
+)
+
+// PodFacts is what the words say of the Kubernetes pod a process runs in: its UID (from the
+// process's cgroup), and what the API said of it: namespace, name, the container's name,
+// its controller, its phase. Gone is set when the API lists no pod of that UID on the node.
+type PodFacts struct {
+	UID       string `json:"pod_uid"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"pod,omitempty"`
+	Container string `json:"container,omitempty"`
+	OwnerKind string `json:"owner_kind,omitempty"`
+	OwnerName string `json:"owner_name,omitempty"`
+	Phase     string `json:"phase,omitempty"`
+	Gone      bool   `json:"gone,omitempty"`
+}
+
+// podFacts is what the capture's Kubernetes block says of the pod p runs in; nil when p is
+// in no pod, or the capture has no block, or no list of the node's pods that could prove a
+// pod gone.
+func (h *host) podFacts(p *parse.Process) *PodFacts {
+	k := h.s.K8s
+	if p == nil || p.Cgroup.PodUID == "" || k == nil || !k.PodsKnown {
+		return nil
+	}
+	f := &PodFacts{UID: p.Cgroup.PodUID}
+	pod := k.Pod(p.Cgroup.PodUID)
+	if pod == nil {
+		if k.PodsCut {
+			return nil // the list was cut: its absence there proves nothing
+		}
+		f.Gone = true
+		return f
+	}
+	f.Namespace, f.Name, f.Phase = pod.Namespace, pod.Name, pod.Phase
+	f.OwnerKind, f.OwnerName = pod.OwnerKind, pod.OwnerName
+	for _, c := range pod.Containers {
+		if _, id, ok := strings.Cut(c.ID, "://"); ok && id != "" && id == p.Cgroup.ContainerID {
+			f.Container = c.Name
+		}
+	}
+	return f
+}
+
+// ended reports whether the pod's phase says its containers have all stopped for good.
+func (f *PodFacts) ended() bool {
+	return f != nil && (f.Phase == "Succeeded" || f.Phase == "Failed")
+}
+
+// running reports whether the API lists the pod as running.
+func (f *PodFacts) running() bool { return f != nil && !f.Gone && f.Phase == "Running" }
+
+// podReasons are the reasons gp's pod gives to call it left over: its pod is gone or ended.
+func (h *host) podReasons(gp *GPUProcess) []Reason {
+	switch f := gp.Pod; {
+	case f == nil:
+	case f.Gone:
+		return []Reason{{Code: ReasonPodGone, Strong: true, PID: gp.PID, Pod: f, Node: h.s.K8s.Node}}
+	case f.ended():
+		return []Reason{{Code: ReasonPodEnded, Strong: true, PID: gp.PID, Pod: f, State: f.Phase}}
+	}
+	return nil
+}
+
+// podAllocation reports the GPUs gp holds memory on that the kubelet did not allocate to
+// its running pod, as a reason; ok is false when it holds none, or when the allocation is
+// unknown or cannot be compared (no PodResources answer, an answer cut at its bounds, a
+// container with dynamic resources, a MIG device, a GPU whose UUID is unknown).
+func (h *host) podAllocation(gp *GPUProcess) (Reason, bool) {
+	k := h.s.K8s
+	if !gp.Pod.running() || k.Resources == nil || k.Resources.Cut || len(gp.GPUMemoryMiB) == 0 {
+		return Reason{}, false
+	}
+	allocated, known := podGPUs(k.Resources.PodResources(gp.Pod.Namespace, gp.Pod.Name))
+	if !known {
+		return Reason{}, false
+	}
+	r := Reason{Code: ReasonPodNotAllocated, PID: gp.PID, Pod: gp.Pod, Node: k.Node}
+	for g, mib := range gp.GPUMemoryMiB {
+		uuid := ""
+		if gpu := h.gpuByIndex[g]; gpu != nil {
+			uuid = strings.ToUpper(gpu.UUID)
+		}
+		if uuid == "" {
+			return Reason{}, false
+		}
+		if mib > 0 && !allocated[uuid] {
+			r.GPUs = append(r.GPUs, g)
+		}
+		r.MiB += mib
+		r.Held = append(r.Held, g)
+	}
+	slices.Sort(r.GPUs)
+	slices.Sort(r.Held)
+	return r, len(r.GPUs) > 0
+}
+
+// podGPUs are the GPU UUIDs (upper-cased) the kubelet allocated to any container of the pod:
+// a pod's processes are judged together. known is false when the pod is not in the
+// kubelet's answer, or a container's allocation cannot be read as GPU UUIDs (dynamic
+// resources, MIG devices).
+func podGPUs(pr *parse.K8sPodResources) (ids map[string]bool, known bool) {
+	if pr == nil {
+		return nil, false // the kubelet lists every pod it runs: this one started after it answered
+	}
+	ids = map[string]bool{}
+	for _, c := range pr.Containers {
+		if c.Dynamic {
+			return nil, false
+		}
+		for _, d := range c.Devices {
+			if !strings.HasPrefix(d.Resource, "nvidia.com/") {
+				continue
+			}
+			for _, id := range d.IDs {
+				id, _, _ = strings.Cut(id, "::") // time-slicing replicas: GPU-x::N
+				if !strings.HasPrefix(strings.ToUpper(id), "GPU-") {
+					return nil, false // a MIG device: its parent GPU is not named
+				}
+				ids[strings.ToUpper(id)] = true
+			}
+		}
+	}
+	return ids, true
+}
+
+// podInspect is what to look at for a running pod's process on GPUs the kubelet did not
+// allocate to the pod: never a kill or a delete (the pod runs, and may be healthy work).
+func podInspect(p *PodFacts) Action {
+	return Action{Kind: ActionInspect, Target: "pod " + p.Namespace + "/" + p.Name, Steps: []Command{
+		{Line: "kubectl describe pod -n " + shellArg(p.Namespace) + " -- " + shellArg(p.Name), Note: "its nvidia.com/gpu limits, and whether it runs privileged or sets NVIDIA_VISIBLE_DEVICES itself"},
+	}}
+}

@@ -1,0 +1,54 @@
+package diagnose
+
+import "fmt"
+
+// Words of Kubernetes pods: a pod as people name it, and the reasons and findings about pods.
+
+// podName is a pod for people: "ml/train-0, container main (Job train)"; a pod the API no
+// longer lists is named by its UID.
+func podName(p *PodFacts) string {
+	if p.Gone || p.Name == "" {
+		return "pod UID " + p.UID
+	}
+	s := p.Namespace + "/" + p.Name
+	if p.Container != "" {
+		s += ", container " + p.Container
+	}
+	if p.OwnerKind != "" {
+		s += " (" + p.OwnerKind + " " + p.OwnerName + ")"
+	}
+	return s
+}
+
+// podReasonWords says a pod reason for people.
+func podReasonWords(r Reason) string {
+	switch r.Code {
+	case ReasonPodGone:
+		return fmt.Sprintf("its Kubernetes pod (UID %s) no longer exists: the API lists no such pod on node %s, so nothing will stop its containers", r.Pod.UID, r.Node)
+	case ReasonPodEnded:
+		return fmt.Sprintf("its Kubernetes pod %s has ended (phase %s, pod UID %s), yet the process still runs", podName(r.Pod), r.State, r.Pod.UID)
+	}
+	return fmt.Sprintf("its Kubernetes pod %s was not allocated %s on node %s by the kubelet, yet its PID %d holds memory there", podName(r.Pod), FormatGPUs(r.GPUs), r.Node, r.PID)
+}
+
+// podLine is the evidence line naming a process's pod.
+func podLine(p *PodFacts) string {
+	if p.Gone {
+		return "Kubernetes pod: UID " + p.UID + " (no longer in the API)"
+	}
+	line := "Kubernetes pod: " + podName(p) + ", UID " + p.UID
+	if p.Phase != "" {
+		line += ", " + p.Phase
+	}
+	return line
+}
+
+// podOutsideWords composes gpu-outside-allocation's words for a running pod.
+func podOutsideWords(f *Finding) {
+	p, r := f.named(f.PIDs[0]), f.Reasons[0]
+	f.Title = fmt.Sprintf("Kubernetes pod %s uses %s, which the kubelet did not allocate to it: PID %d (%s)", podName(r.Pod), FormatGPUs(r.GPUs), p.PID, p.Command)
+	f.Explanation = fmt.Sprintf("%s. The pod is running: this is not a leftover but work outside its allocation, which takes memory and compute from the pods the kubelet gives %s. "+
+		"A container sees GPUs it was not given when it runs privileged, mounts the devices itself or sets NVIDIA_VISIBLE_DEVICES; ask its owner to request the GPUs it uses (resources.limits nvidia.com/gpu).",
+		capitalize(podReasonWords(r)), plural(len(r.GPUs), "that GPU", "those GPUs"))
+	outsideEvidence(f, p, r, "the pod")
+}

@@ -1,0 +1,79 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gputriage/gputriage/kube/podfacts"
+	"github.com/gputriage/gputriage/parse"
+	"github.com/gputriage/gputriage/sshexec"
+)
+
+// The Kubernetes block (parse.AppendK8s, docs/capture.md) the client appends to a node's
+// capture after the probe's final marker: the node's pods as the API lists them, and the
+// kubelet's device allocations as the agent reads them. The node's output is bounded as an
+// SSH host's; the block adds at most BlockMax.
+const BlockMax = 3 << 20 // two sections of parse.K8sMaxSectionBytes, base64, with framing
+
+// PodResourcesCommand is the agent's command that prints the kubelet's allocations.
+var PodResourcesCommand = []string{"gputriage", "k8s-agent", "podresources"}
+
+// appendBlock is raw with the Kubernetes block of node appended, and notes on what it lacks.
+// A capture cut short (no final marker) gets no block.
+func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte) ([]byte, []string) {
+	var notes []string
+	b := parse.K8sBlock{Node: node}
+	if pods, err := k.podsJSON(ctx, node); err != nil {
+		notes = append(notes, "the pods on the node are not known: "+errText(err))
+	} else {
+		b.Pods = pods
+	}
+	if alloc, err := k.podResources(ctx, pod); err != nil {
+		b.PodResourcesFail = errText(err)
+	} else {
+		b.PodResources = alloc
+	}
+	out, ok := parse.AppendK8s(raw, b)
+	if !ok {
+		notes = append(notes, "the probe's output has no final marker: its pods are not added")
+	}
+	return out, notes
+}
+
+// podsJSON lists node's pods in every namespace and encodes them (podfacts.EncodePods).
+func (k *Cluster) podsJSON(ctx context.Context, node string) ([]byte, error) {
+	list, err := k.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	doc := podfacts.EncodePods(node, list.Items)
+	if len(doc) > parse.K8sMaxSectionBytes {
+		return nil, fmt.Errorf("%d pods make %d bytes, more than the %d a capture holds: left out", len(list.Items), len(doc), parse.K8sMaxSectionBytes)
+	}
+	return doc, nil
+}
+
+// podResources runs PodResourcesCommand in the agent, bounded: its JSON, or why there is none.
+func (k *Cluster) podResources(ctx context.Context, pod string) ([]byte, error) {
+	out := &capped{limit: parse.K8sMaxSectionBytes, stop: func() {}}
+	errOut := &capped{limit: 4 << 10}
+	code, err := k.streamBounded(ctx, pod, PodResourcesCommand, nil, out, errOut)
+	doc, cut := out.close()
+	stderr, _ := errOut.close()
+	switch {
+	case err != nil:
+		return nil, err
+	case cut:
+		return nil, fmt.Errorf("more than %d bytes: left out", parse.K8sMaxSectionBytes)
+	case code != 0 || len(bytes.TrimSpace(doc)) == 0:
+		msg := fmt.Sprintf("exit status %d", code)
+		if head := sshexec.StderrHead(stderr); head != "" {
+			msg += ": " + head
+		}
+		return nil, fmt.Errorf("%s", msg)
+	}
+	return doc, nil
+}

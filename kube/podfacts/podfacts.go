@@ -1,0 +1,60 @@
+// Package podfacts turns the API's pods on a node into the pods section of the Kubernetes
+// block a client appends to the node's capture (parse.K8sPods, docs/capture.md).
+package podfacts
+
+import (
+	"encoding/json"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+// EncodePods is the pods section's JSON for node: each pod of pods that runs on node, with
+// its owner and its containers' ids (init and ephemeral containers too: any may hold a GPU).
+func EncodePods(node string, pods []corev1.Pod) []byte {
+	doc := parse.K8sPods{Node: node, Pods: []parse.K8sPod{}}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != node {
+			continue
+		}
+		kind, name := Owner(p)
+		kp := parse.K8sPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase),
+			OwnerKind: kind, OwnerName: name, Deleting: p.DeletionTimestamp != nil, Containers: []parse.K8sContainer{}}
+		for _, sts := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+			for _, cs := range sts {
+				kp.Containers = append(kp.Containers, parse.K8sContainer{Name: cs.Name, ID: cs.ContainerID})
+			}
+		}
+		doc.Pods = append(doc.Pods, kp)
+	}
+	b, err := json.Marshal(doc)
+	if err != nil { // the document holds strings, bools and slices only
+		panic(err)
+	}
+	return b
+}
+
+// Owner is the pod's controller as people name it: a ReplicaSet named "<deployment>-<hash>"
+// is named as its Deployment, from the names alone, without asking the API for the
+// ReplicaSet (the Deployment controller names every ReplicaSet so; a ReplicaSet made by hand
+// under another name stays a ReplicaSet). Job, StatefulSet, DaemonSet and any other kind
+// are named as they are; "" when the pod has no controller.
+func Owner(p *corev1.Pod) (kind, name string) {
+	for _, ref := range p.OwnerReferences {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		if ref.Kind == "ReplicaSet" {
+			if hash := p.Labels["pod-template-hash"]; hash != "" {
+				if d, ok := strings.CutSuffix(ref.Name, "-"+hash); ok && d != "" {
+					return "Deployment", d
+				}
+			}
+		}
+		return ref.Kind, ref.Name
+	}
+	return "", ""
+}

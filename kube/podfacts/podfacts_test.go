@@ -1,0 +1,74 @@
+package podfacts
+
+import (
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gputriage/gputriage/parse"
+)
+
+func owned(kind, name string, labels map[string]string) metav1.ObjectMeta {
+	yes := true
+	return metav1.ObjectMeta{Labels: labels, OwnerReferences: []metav1.OwnerReference{
+		{Kind: "Node", Name: "not-a-controller"},
+		{Kind: kind, Name: name, Controller: &yes},
+	}}
+}
+
+func TestOwner(t *testing.T) {
+	cases := []struct {
+		meta       metav1.ObjectMeta
+		kind, name string
+	}{
+		{owned("ReplicaSet", "vllm-7d9f8b6c5d", map[string]string{"pod-template-hash": "7d9f8b6c5d"}), "Deployment", "vllm"},
+		{owned("ReplicaSet", "by-hand", map[string]string{"pod-template-hash": "7d9f8b6c5d"}), "ReplicaSet", "by-hand"},
+		{owned("ReplicaSet", "x-7d9f8b6c5d", nil), "ReplicaSet", "x-7d9f8b6c5d"},
+		{owned("Job", "train", nil), "Job", "train"},
+		{owned("StatefulSet", "db", nil), "StatefulSet", "db"},
+		{owned("DaemonSet", "dcgm", nil), "DaemonSet", "dcgm"},
+		{metav1.ObjectMeta{}, "", ""},
+	}
+	for _, c := range cases {
+		p := corev1.Pod{ObjectMeta: c.meta}
+		if k, n := Owner(&p); k != c.kind || n != c.name {
+			t.Errorf("Owner(%v) = %s %s, want %s %s", c.meta.OwnerReferences, k, n, c.kind, c.name)
+		}
+	}
+}
+
+func TestEncodePods(t *testing.T) {
+	now := metav1.Now()
+	on := func(node, name string) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: owned("Job", "train", nil), Spec: corev1.PodSpec{NodeName: node}}
+		p.Name, p.Namespace, p.UID = name, "ml", types.UID("uid-"+name)
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", ContainerID: "containerd://abc"}}
+		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "init", ContainerID: "containerd://def"}}
+		return p
+	}
+	gone := on("n1", "b")
+	gone.DeletionTimestamp = &now
+	var doc parse.K8sPods
+	if err := json.Unmarshal(EncodePods("n1", []corev1.Pod{on("n1", "a"), on("n2", "x"), gone}), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Node != "n1" || len(doc.Pods) != 2 {
+		t.Fatalf("doc = %+v", doc)
+	}
+	a := doc.Pods[0]
+	want := parse.K8sPod{UID: "uid-a", Namespace: "ml", Name: "a", Phase: "Running", OwnerKind: "Job", OwnerName: "train",
+		Containers: []parse.K8sContainer{{Name: "init", ID: "containerd://def"}, {Name: "main", ID: "containerd://abc"}}}
+	if a.UID != want.UID || a.OwnerKind != "Job" || len(a.Containers) != 2 || a.Containers[1] != want.Containers[1] || a.Deleting {
+		t.Errorf("pod a = %+v", a)
+	}
+	if !doc.Pods[1].Deleting {
+		t.Errorf("pod b not deleting")
+	}
+	if string(EncodePods("n9", nil)) != `{"node":"n9","pods":[]}` {
+		t.Errorf("empty = %s", EncodePods("n9", nil))
+	}
+}
