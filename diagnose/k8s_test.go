@@ -146,3 +146,32 @@ func TestK8sUnknownMakesNoVerdict(t *testing.T) {
 		}
 	}
 }
+
+// A pod being deleted whose grace period ended more than the margin ago: its process is left
+// over, stopped by PID (deleting the pod again is no use); within the margin, nothing.
+func TestK8sPodTerminating(t *testing.T) {
+	for _, tc := range []struct {
+		ago      time.Duration
+		leftover bool
+	}{{10 * time.Minute, true}, {30 * time.Second, false}} {
+		s := k8sNode("serving")
+		by := s.Host.Time.Add(-tc.ago)
+		s.K8s.Pods[0].Deleting, s.K8s.Pods[0].DeleteBy = true, &by
+		r := Diagnose(s, refTime)
+		var f *Finding
+		for i := range r.Findings {
+			if r.Findings[i].Code == CodeLeftoverProcess && r.Findings[i].PIDs[0] == 7100 {
+				f = &r.Findings[i]
+			}
+		}
+		if (f != nil) != tc.leftover {
+			t.Fatalf("%v ago: leftover %v, want %v:\n%s", tc.ago, f != nil, tc.leftover, dump(r.Findings))
+		}
+		if f == nil {
+			continue
+		}
+		if f.Reasons[0].Code != ReasonPodTerminating || f.Actions[0].Kind != ActionKill || !strings.Contains(f.Explanation, "grace period ended 10m") {
+			t.Errorf("%s / %+v", f.Explanation, f.Actions)
+		}
+	}
+}

@@ -27,6 +27,8 @@ func podReasonWords(r Reason) string {
 		return fmt.Sprintf("its Kubernetes pod (UID %s) no longer exists: the API lists no such pod on node %s, so nothing will stop its containers", r.Pod.UID, r.Node)
 	case ReasonPodEnded:
 		return fmt.Sprintf("its Kubernetes pod %s has ended (phase %s, pod UID %s), yet the process still runs", podName(r.Pod), r.State, r.Pod.UID)
+	case ReasonPodTerminating:
+		return fmt.Sprintf("its Kubernetes pod %s (UID %s) was deleted and its grace period ended %s ago, yet the process still runs", podName(r.Pod), r.Pod.UID, FormatAge(r.Age))
 	}
 	return fmt.Sprintf("its Kubernetes pod %s was not allocated %s on node %s by the kubelet, yet its PID %d holds memory there", podName(r.Pod), FormatGPUs(r.GPUs), r.Node, r.PID)
 }
@@ -39,6 +41,9 @@ func podLine(p *PodFacts) string {
 	line := "Kubernetes pod: " + podName(p) + ", UID " + p.UID
 	if p.Phase != "" {
 		line += ", " + p.Phase
+	}
+	if p.DeleteBy != nil {
+		line += ", being deleted (grace period until " + fmtTime(*p.DeleteBy) + ")"
 	}
 	return line
 }
