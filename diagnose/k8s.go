@@ -171,7 +171,7 @@ func podGPUs(pr *parse.K8sPodResources) (ids map[string]bool, known bool) {
 // podInspect is what to look at for a running pod's process on GPUs the kubelet did not
 // allocate to the pod: never a kill or a delete (the pod runs, and may be healthy work).
 func podInspect(p *PodFacts) Action {
-	return Action{Kind: ActionInspect, Target: "pod " + p.Namespace + "/" + p.Name, Steps: []Command{
+	return Action{Kind: ActionInspect, Target: "pod " + kname(p.Namespace) + "/" + kname(p.Name), Steps: []Command{
 		{Line: "kubectl describe pod -n " + shellArg(p.Namespace) + " -- " + shellArg(p.Name), Note: "its nvidia.com/gpu limits, and whether it runs privileged or sets NVIDIA_VISIBLE_DEVICES itself"},
 	}}
 }

@@ -175,3 +175,21 @@ func TestK8sPodTerminating(t *testing.T) {
 		}
 	}
 }
+
+// Names from a capture file reach the words quoted: no raw control byte, no line of its own.
+func TestK8sHostileNamesQuoted(t *testing.T) {
+	s := k8sNode("ns\n  CRITICAL forged\x1b[2J")
+	s.K8s.Pods[1].Name, s.K8s.Resources.Pods[1].Name = "rogue\n| x |", "rogue\n| x |"
+	s.K8s.Pods[2].Containers[0].Name = "main\x1b]0;t\x07"
+	r := Diagnose(s, refTime)
+	for _, f := range r.Findings {
+		for _, x := range append(append([]string{f.Title, f.Explanation}, f.Evidence...), f.Fix...) {
+			if strings.ContainsAny(x, "\n\x1b\x07") {
+				t.Errorf("%s: a raw control byte in %q", f.Code, x)
+			}
+		}
+	}
+	if out := findCode(r.Findings, CodeGPUOutsideAllocation); out == nil || !strings.Contains(out.Title, `ml/$'rogue\x0a| x |'`) {
+		t.Errorf("the rogue pod is not named quoted:\n%s", dump(r.Findings))
+	}
+}
