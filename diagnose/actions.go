@@ -48,8 +48,8 @@ func (h *host) stopAction(gp *GPUProcess) Action {
 			return h.zombieAction(gp)
 		}
 		return h.killAction(gp)
-	case gp.Pod != nil && (gp.Pod.Gone || gp.Pod.ended()):
-		return h.killAction(gp) // no live pod to delete: its process, by PID
+	case gp.Pod != nil && !gp.Pod.live():
+		return h.killAction(gp) // no live pod to delete (gone, ended, being deleted): its process, by PID
 	case gp.Pod != nil:
 		a = namedPodAction(gp.Pod)
 	case c.PodUID != "":

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gputriage/gputriage/parse"
 )
@@ -19,6 +20,9 @@ const (
 	// ReasonPodEnded: its pod has ended (phase Succeeded or Failed, in State), yet it runs.
 	// Strong.
 	ReasonPodEnded ReasonCode = "pod-ended"
+	// ReasonPodTerminating: its pod was deleted and its grace period ended more than
+	// podGraceMargin before the probe ran (Age: how long ago), yet it runs. Strong.
+	ReasonPodTerminating ReasonCode = "pod-terminating"
 	// ReasonPodNotAllocated: it holds memory on GPUs (GPUs) the kubelet did not allocate to
 	// its running pod (the reason of gpu-outside-allocation on Kubernetes).
 	ReasonPodNotAllocated ReasonCode = "pod-not-allocated"
@@ -36,7 +40,14 @@ type PodFacts struct {
 	OwnerName string `json:"owner_name,omitempty"`
 	Phase     string `json:"phase,omitempty"`
 	Gone      bool   `json:"gone,omitempty"`
+	// DeleteBy is when its grace period ended, when the pod is being deleted.
+	DeleteBy *time.Time `json:"delete_by,omitempty"`
 }
+
+// podGraceMargin is how long past its grace period a deleted pod's process may still run
+// before it is called left over: the kubelet's own stop, and clock skew between the API
+// server and the node, whose clocks write the deletion time and the capture's time.
+const podGraceMargin = 2 * time.Minute
 
 // podFacts is what the capture's Kubernetes block says of the pod p runs in; nil when p is
 // in no pod, or the capture has no block, or no list of the node's pods that could prove a
@@ -57,6 +68,10 @@ func (h *host) podFacts(p *parse.Process) *PodFacts {
 	}
 	f.Namespace, f.Name, f.Phase = pod.Namespace, pod.Name, pod.Phase
 	f.OwnerKind, f.OwnerName = pod.OwnerKind, pod.OwnerName
+	if pod.Deleting && pod.DeleteBy != nil {
+		by := *pod.DeleteBy
+		f.DeleteBy = &by
+	}
 	for _, c := range pod.Containers {
 		if _, id, ok := strings.Cut(c.ID, "://"); ok && id != "" && id == p.Cgroup.ContainerID {
 			f.Container = c.Name
@@ -70,6 +85,10 @@ func (f *PodFacts) ended() bool {
 	return f != nil && (f.Phase == "Succeeded" || f.Phase == "Failed")
 }
 
+// live reports whether the API lists the pod and it is neither ended nor being deleted: the
+// only pod an operator might be told to delete.
+func (f *PodFacts) live() bool { return f != nil && !f.Gone && !f.ended() && f.DeleteBy == nil }
+
 // running reports whether the API lists the pod as running.
 func (f *PodFacts) running() bool { return f != nil && !f.Gone && f.Phase == "Running" }
 
@@ -81,6 +100,8 @@ func (h *host) podReasons(gp *GPUProcess) []Reason {
 		return []Reason{{Code: ReasonPodGone, Strong: true, PID: gp.PID, Pod: f, Node: h.s.K8s.Node}}
 	case f.ended():
 		return []Reason{{Code: ReasonPodEnded, Strong: true, PID: gp.PID, Pod: f, State: f.Phase}}
+	case f.DeleteBy != nil && h.ref.Sub(*f.DeleteBy) > podGraceMargin:
+		return []Reason{{Code: ReasonPodTerminating, Strong: true, PID: gp.PID, Pod: f, Age: h.ref.Sub(*f.DeleteBy)}}
 	}
 	return nil
 }
@@ -150,7 +171,7 @@ func podGPUs(pr *parse.K8sPodResources) (ids map[string]bool, known bool) {
 // podInspect is what to look at for a running pod's process on GPUs the kubelet did not
 // allocate to the pod: never a kill or a delete (the pod runs, and may be healthy work).
 func podInspect(p *PodFacts) Action {
-	return Action{Kind: ActionInspect, Target: "pod " + p.Namespace + "/" + p.Name, Steps: []Command{
+	return Action{Kind: ActionInspect, Target: "pod " + kname(p.Namespace) + "/" + kname(p.Name), Steps: []Command{
 		{Line: "kubectl describe pod -n " + shellArg(p.Namespace) + " -- " + shellArg(p.Name), Note: "its nvidia.com/gpu limits, and whether it runs privileged or sets NVIDIA_VISIBLE_DEVICES itself"},
 	}}
 }

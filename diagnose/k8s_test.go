@@ -146,3 +146,50 @@ func TestK8sUnknownMakesNoVerdict(t *testing.T) {
 		}
 	}
 }
+
+// A pod being deleted whose grace period ended more than the margin ago: its process is left
+// over, stopped by PID (deleting the pod again is no use); within the margin, nothing.
+func TestK8sPodTerminating(t *testing.T) {
+	for _, tc := range []struct {
+		ago      time.Duration
+		leftover bool
+	}{{10 * time.Minute, true}, {30 * time.Second, false}} {
+		s := k8sNode("serving")
+		by := s.Host.Time.Add(-tc.ago)
+		s.K8s.Pods[0].Deleting, s.K8s.Pods[0].DeleteBy = true, &by
+		r := Diagnose(s, refTime)
+		var f *Finding
+		for i := range r.Findings {
+			if r.Findings[i].Code == CodeLeftoverProcess && r.Findings[i].PIDs[0] == 7100 {
+				f = &r.Findings[i]
+			}
+		}
+		if (f != nil) != tc.leftover {
+			t.Fatalf("%v ago: leftover %v, want %v:\n%s", tc.ago, f != nil, tc.leftover, dump(r.Findings))
+		}
+		if f == nil {
+			continue
+		}
+		if f.Reasons[0].Code != ReasonPodTerminating || f.Actions[0].Kind != ActionKill || !strings.Contains(f.Explanation, "grace period ended 10m") {
+			t.Errorf("%s / %+v", f.Explanation, f.Actions)
+		}
+	}
+}
+
+// Names from a capture file reach the words quoted: no raw control byte, no line of its own.
+func TestK8sHostileNamesQuoted(t *testing.T) {
+	s := k8sNode("ns\n  CRITICAL forged\x1b[2J")
+	s.K8s.Pods[1].Name, s.K8s.Resources.Pods[1].Name = "rogue\n| x |", "rogue\n| x |"
+	s.K8s.Pods[2].Containers[0].Name = "main\x1b]0;t\x07"
+	r := Diagnose(s, refTime)
+	for _, f := range r.Findings {
+		for _, x := range append(append([]string{f.Title, f.Explanation}, f.Evidence...), f.Fix...) {
+			if strings.ContainsAny(x, "\n\x1b\x07") {
+				t.Errorf("%s: a raw control byte in %q", f.Code, x)
+			}
+		}
+	}
+	if out := findCode(r.Findings, CodeGPUOutsideAllocation); out == nil || !strings.Contains(out.Title, `ml/$'rogue\x0a| x |'`) {
+		t.Errorf("the rogue pod is not named quoted:\n%s", dump(r.Findings))
+	}
+}

@@ -16,7 +16,7 @@ func reasonWords(r Reason) string {
 	switch r.Code {
 	case ReasonJobEnded, ReasonGPUNotAllocated:
 		return slurmWords(r)
-	case ReasonPodGone, ReasonPodEnded, ReasonPodNotAllocated:
+	case ReasonPodGone, ReasonPodEnded, ReasonPodTerminating, ReasonPodNotAllocated:
 		return podReasonWords(r)
 	case ReasonUnitStopped:
 		s := "its systemd unit " + r.Unit + " is " + r.State

@@ -129,6 +129,9 @@ func imbalanceHolderLines(f *Finding) []string {
 				break
 			}
 			judged := " (looks healthy)"
+			if k := f.named(s.PID).K8s; k != nil && !k.Gone {
+				judged = " (Kubernetes pod " + podName(k) + ", looks healthy)"
+			}
 			if s.Leftover {
 				judged = " (looks abandoned: see leftover-process)"
 			}

@@ -8,14 +8,29 @@ import "fmt"
 // longer lists is named by its UID.
 func podName(p *PodFacts) string {
 	if p.Gone || p.Name == "" {
-		return "pod UID " + p.UID
+		return "pod UID " + kname(p.UID)
 	}
-	s := p.Namespace + "/" + p.Name
+	s := kname(p.Namespace) + "/" + kname(p.Name)
 	if p.Container != "" {
-		s += ", container " + p.Container
+		s += ", container " + kname(p.Container)
 	}
 	if p.OwnerKind != "" {
-		s += " (" + p.OwnerKind + " " + p.OwnerName + ")"
+		s += " (" + kname(p.OwnerKind) + " " + kname(p.OwnerName) + ")"
+	}
+	return s
+}
+
+// kname is a Kubernetes name, UID, kind or phase as words say it: as it is when it is one the
+// API could have made (letters, digits, '.', '-', '_'), else shell-quoted with control bytes
+// escaped, so that a name from a capture file can start no line and forge no word.
+func kname(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+			return shellQuote(s)
+		}
+	}
+	if s == "" {
+		return "''"
 	}
 	return s
 }
@@ -24,21 +39,26 @@ func podName(p *PodFacts) string {
 func podReasonWords(r Reason) string {
 	switch r.Code {
 	case ReasonPodGone:
-		return fmt.Sprintf("its Kubernetes pod (UID %s) no longer exists: the API lists no such pod on node %s, so nothing will stop its containers", r.Pod.UID, r.Node)
+		return fmt.Sprintf("its Kubernetes pod (UID %s) no longer exists: the API lists no such pod on node %s, so nothing will stop its containers", kname(r.Pod.UID), kname(r.Node))
 	case ReasonPodEnded:
-		return fmt.Sprintf("its Kubernetes pod %s has ended (phase %s, pod UID %s), yet the process still runs", podName(r.Pod), r.State, r.Pod.UID)
+		return fmt.Sprintf("its Kubernetes pod %s has ended (phase %s, pod UID %s), yet the process still runs", podName(r.Pod), kname(r.State), kname(r.Pod.UID))
+	case ReasonPodTerminating:
+		return fmt.Sprintf("its Kubernetes pod %s (UID %s) was deleted and its grace period ended %s ago, yet the process still runs", podName(r.Pod), kname(r.Pod.UID), FormatAge(r.Age))
 	}
-	return fmt.Sprintf("its Kubernetes pod %s was not allocated %s on node %s by the kubelet, yet its PID %d holds memory there", podName(r.Pod), FormatGPUs(r.GPUs), r.Node, r.PID)
+	return fmt.Sprintf("its Kubernetes pod %s was not allocated %s on node %s by the kubelet, yet its PID %d holds memory there", podName(r.Pod), FormatGPUs(r.GPUs), kname(r.Node), r.PID)
 }
 
 // podLine is the evidence line naming a process's pod.
 func podLine(p *PodFacts) string {
 	if p.Gone {
-		return "Kubernetes pod: UID " + p.UID + " (no longer in the API)"
+		return "Kubernetes pod: UID " + kname(p.UID) + " (no longer in the API)"
 	}
-	line := "Kubernetes pod: " + podName(p) + ", UID " + p.UID
+	line := "Kubernetes pod: " + podName(p) + ", UID " + kname(p.UID)
 	if p.Phase != "" {
-		line += ", " + p.Phase
+		line += ", " + kname(p.Phase)
+	}
+	if p.DeleteBy != nil {
+		line += ", being deleted (grace period until " + fmtTime(*p.DeleteBy) + ")"
 	}
 	return line
 }

@@ -78,10 +78,11 @@ func parentLine(p Process) string {
 	return line + " (" + p.ParentName + ")"
 }
 
-// ownerEvidence names the unit, container and job a process runs in.
+// ownerEvidence names the unit, container and job a process runs in; a Kubernetes pod's
+// process its pod, not its container's runtime scope.
 func ownerEvidence(p Process) []string {
 	var ev []string
-	if p.Unit != "" {
+	if p.Unit != "" && p.K8s == nil {
 		line := "systemd unit: " + p.Unit
 		if u := p.UnitState; u != nil {
 			line += " (" + u.Active

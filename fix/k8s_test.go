@@ -39,6 +39,11 @@ func TestBuildHostK8sSeedIncident(t *testing.T) {
 			t.Errorf("the healthy pod is in the plan: %+v", ex)
 		}
 	}
+	var text strings.Builder
+	WritePlan(&text, Plan{Version: Version, ID: "0123456789abcdef", Hosts: []HostPlan{hp}}, How{}, func(s string) string { return s })
+	if !strings.Contains(text.String(), "in Kubernetes pod UID "+goneUID+", which is not deleted") {
+		t.Errorf("the plan's text does not name the pod:\n%s", text.String())
+	}
 	bad := hp.Targets[0]
 	bad.PodUID = "x; rm -rf /"
 	if bad.Validate() == nil {

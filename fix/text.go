@@ -42,6 +42,9 @@ func WritePlan(w io.Writer, p Plan, how How, clean func(string) string) {
 			if s := freesText(t.FreesMiB); s != "" {
 				fmt.Fprintf(w, "      frees %s\n", s)
 			}
+			if t.PodUID != "" {
+				fmt.Fprintf(w, "      in Kubernetes pod UID %s, which is not deleted: its process is signalled by PID\n", clean(t.PodUID))
+			}
 		}
 		for _, t := range h.Judge {
 			fmt.Fprintf(w, "  needs your judgement, not applied: PID %d %s of %s; %s: %s\n", t.PID, clean(t.Program), clean(userOf(t)), t.Finding, clean(t.Judge))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // The Kubernetes block (docs/capture.md, "The Kubernetes block"): what the client appends to
@@ -61,7 +62,8 @@ type K8sPods struct {
 
 // K8sPod is one pod as the API gave it. OwnerKind and OwnerName are its controller
 // (a ReplicaSet named <deployment>-<hash> is given as its Deployment); Deleting is set once
-// the API has a deletion time for it.
+// the API has a deletion time for it: DeleteBy, the time its grace period ends (the API's
+// deletionTimestamp).
 type K8sPod struct {
 	UID        string         `json:"uid"`
 	Namespace  string         `json:"namespace"`
@@ -70,6 +72,7 @@ type K8sPod struct {
 	OwnerKind  string         `json:"owner_kind,omitempty"`
 	OwnerName  string         `json:"owner_name,omitempty"`
 	Deleting   bool           `json:"deleting,omitempty"`
+	DeleteBy   *time.Time     `json:"delete_by,omitempty"`
 	Containers []K8sContainer `json:"containers"`
 }
 

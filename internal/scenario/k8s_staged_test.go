@@ -96,6 +96,8 @@ func prometheusOf(t *testing.T, r rendered) string {
 
 // hostileNS is a namespace no API server would accept, as a capture file may still carry it:
 // a terminal escape, a newline forging a report line, Markdown pipes, and length.
+var forgedHead = regexp.MustCompile(`^ {0,3}CRITICAL leftover-process forged`)
+
 var hostileNS = "serving\x1b]0;pwned\x07\x1b[2J\n  CRITICAL leftover-process forged | a | b |" + strings.Repeat("n", 300)
 
 func TestStagedK8sPods(t *testing.T) {
@@ -126,7 +128,7 @@ func TestStagedK8sPods(t *testing.T) {
 		fix:  []string{"kubectl describe pod -n ml -- rogue-0  # its nvidia.com/gpu limits, and whether it runs privileged or sets NVIDIA_VISIBLE_DEVICES itself"},
 		text: []string{"its Kubernetes pod ml/rogue-0, container main (Deployment vllm) was not allocated GPU 3"}, innocent: innocent})
 	busy := r.findingNaming(diagnose.CodeGPUBusy, []int{h.PID})
-	if busy == nil || !strings.Contains(busy.Title, "in use by Kubernetes pod serving") || !strings.Contains(busy.Title, "/vllm-7d9f8b6c5d-x2x7q, container server (Deployment vllm)") {
+	if busy == nil || !strings.Contains(busy.Title, `in use by Kubernetes pod $'serving\x1b]0;pwned\x07\x1b[2J\x0a  CRITICAL`) || !strings.Contains(busy.Title, "/vllm-7d9f8b6c5d-x2x7q, container server (Deployment vllm)") {
 		t.Errorf("the healthy pod is not named healthy: %+v", busy)
 	}
 	checkK8sReports(t, r, gone.uid)
@@ -141,7 +143,9 @@ func checkK8sReports(t *testing.T, r rendered, goneUID string) {
 			t.Errorf("%s: a terminal escape reached the report", name)
 		}
 		for _, line := range strings.Split(out, "\n") {
-			if strings.Contains(line, "forged") && strings.HasPrefix(strings.TrimSpace(line), "CRITICAL") {
+			// The namespace's newline would start a line as a finding's head starts (column 2);
+			// escaped and wrapped, its text stays inside the line or indented below it.
+			if forgedHead.MatchString(line) {
 				t.Errorf("%s: the namespace forged a finding line: %q", name, line)
 			}
 		}

@@ -23,6 +23,10 @@ func EncodePods(node string, pods []corev1.Pod) []byte {
 		kind, name := Owner(p)
 		kp := parse.K8sPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase),
 			OwnerKind: kind, OwnerName: name, Deleting: p.DeletionTimestamp != nil, Containers: []parse.K8sContainer{}}
+		if p.DeletionTimestamp != nil {
+			by := p.DeletionTimestamp.UTC()
+			kp.DeleteBy = &by
+		}
 		for _, sts := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
 			for _, cs := range sts {
 				kp.Containers = append(kp.Containers, parse.K8sContainer{Name: cs.Name, ID: cs.ContainerID})

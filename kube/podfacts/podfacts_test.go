@@ -65,8 +65,8 @@ func TestEncodePods(t *testing.T) {
 	if a.UID != want.UID || a.OwnerKind != "Job" || len(a.Containers) != 2 || a.Containers[1] != want.Containers[1] || a.Deleting {
 		t.Errorf("pod a = %+v", a)
 	}
-	if !doc.Pods[1].Deleting {
-		t.Errorf("pod b not deleting")
+	if !doc.Pods[1].Deleting || doc.Pods[1].DeleteBy == nil || !doc.Pods[1].DeleteBy.Equal(now.Time) {
+		t.Errorf("pod b: deleting %v by %v, want by %v", doc.Pods[1].Deleting, doc.Pods[1].DeleteBy, now)
 	}
 	if string(EncodePods("n9", nil)) != `{"node":"n9","pods":[]}` {
 		t.Errorf("empty = %s", EncodePods("n9", nil))
