@@ -24,7 +24,7 @@ func TestUsageErrorsNameWhatWasGiven(t *testing.T) {
 		{[]string{"--replay", "x", "--local", "gpu01"}, "give only one of --replay, --local and host names"},
 		{[]string{"collect", "--local"}, "collect needs --save DIR"},
 		{[]string{"collect", "gpu01"}, "collect needs --save DIR"},
-		{[]string{"collect", "--save", "d"}, "nothing to collect: give host names, -w HOSTS, -f FILE, --slurm-* or --local"},
+		{[]string{"collect", "--save", "d"}, "nothing to collect: give host names, k8s/NODE, -w HOSTS, -f FILE, --slurm-*, --k8s-selector or --local"},
 		{[]string{"fix", "--wait", "0s", "gpu01"}, "fix: --wait must be positive, got 0s"},
 		{[]string{"fix", "--timeout", "-1s", "gpu01"}, "fix: --timeout must be positive, got -1s"},
 		{[]string{"fix", "--kill-after", "-1s", "gpu01"}, "fix: --kill-after must not be negative, got -1s"},
