@@ -15,9 +15,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
 
 	"github.com/gputriage/gputriage/internal/k8stest"
 	"github.com/gputriage/gputriage/internal/podrestest"
@@ -150,7 +150,7 @@ func TestK8sSPDYFallback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testenv.HangGuard)
 	defer cancel()
 	if err := ws.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard}); !httpstream.IsUpgradeFailure(err) {
-		t.Fatalf("a WebSocket exec: %v, want an upgrade failure (the lab no longer refuses WebSocket: this test proves nothing)", err)
+		t.Fatalf("a WebSocket exec: %v (%T), want an upgrade failure (the lab no longer refuses WebSocket: this test proves nothing)", err, err)
 	}
 	out, errOut, code := l.gputriage(t, "k8s/gpu-k8s-1", "--timeout", "60s", "--format", "json")
 	if code != exitFindings || !strings.Contains(out, `"code": "leftover-process"`) || !strings.Contains(out, l.oldUID) {
