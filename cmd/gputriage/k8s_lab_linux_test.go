@@ -16,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/gputriage/gputriage/internal/k8stest"
 	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
@@ -33,9 +37,15 @@ type k8sLab struct {
 	dir               string
 	leftover, healthy *scenario.Proc
 	oldUID            string
+	healthyUID        string // serving/sglang-1's
+	smi               *scenario.SMI
+	cgroupRoot, slice string
 }
 
-func newK8sLab(t *testing.T) *k8sLab {
+func newK8sLab(t *testing.T) *k8sLab { return newK8sLabWith(t, k8stest.Options{}) }
+
+// newK8sLabWith is newK8sLab with the lab's options o (e.g. its execs' environment).
+func newK8sLabWith(t *testing.T, o k8stest.Options) *k8sLab {
 	t.Helper()
 	testenv.SkipShort(t, "the Kubernetes lab")
 	if os.Geteuid() != 0 {
@@ -48,56 +58,101 @@ func newK8sLab(t *testing.T) *k8sLab {
 	if err != nil {
 		t.Skip(err)
 	}
-	l := &k8sLab{lab: k8stest.Start(t), dir: t.TempDir()}
+	l := &k8sLab{lab: k8stest.StartWith(t, o), dir: t.TempDir(), cgroupRoot: root}
 	repo := repoRoot(t)
 	l.lab.Apply(filepath.Join(repo, "contrib/k8s/rbac.yaml"))
 	l.lab.Apply(filepath.Join(repo, "contrib/k8s/agent.yaml"))
 	l.lab.CreateNode("gpu-k8s-1", 2)
 	l.lab.DaemonSetPod(kube.DefaultAgentNamespace, "gputriage-agent", "gpu-k8s-1")
-	live := l.lab.CreatePod(k8stest.NewPod("serving", "sglang-1", "gpu-k8s-1", "server"))
+	live := l.createPod(t, deploymentPod("serving", "sglang-1", "sglang", "server"))
 
-	slice := fmt.Sprintf("gt-k8s-%d-%d.slice", os.Getpid(), time.Now().UnixNano())
-	if _, err := scenario.MakeCgroup(root, slice); err != nil {
+	l.slice = fmt.Sprintf("gt-k8s-%d-%d.slice", os.Getpid(), time.Now().UnixNano())
+	if _, err := scenario.MakeCgroup(root, l.slice); err != nil {
 		t.Skip(err)
 	}
-	t.Cleanup(func() { scenario.RemoveCgroups(filepath.Join(root, slice)) })
-	podCgroup := func(uid, container string) string {
-		dir, err := scenario.MakeCgroup(root, slice+"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+
-			strings.ReplaceAll(uid, "-", "_")+".slice/cri-containerd-"+container+".scope")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	l.oldUID = randomUID()
-	liveContainer := randomHex(32)
-	if len(live.Status.ContainerStatuses) > 0 {
-		if id, ok := strings.CutPrefix(live.Status.ContainerStatuses[0].ContainerID, "containerd://"); ok && len(id) == 64 {
-			liveContainer = id
-		}
-	}
-	shm := fmt.Sprintf("/dev/shm/%s-Qwen3.6-27B", slice)
-	start := func(s scenario.Server) *scenario.Proc {
-		p, err := scenario.Start(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Stop)
-		return p
-	}
-	l.leftover = start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", shm, "--tp", "1"},
-		ShmDir: shm, ShmFiles: 2, ShmBytes: 1 << 20, Delete: true, Orphan: true, Cgroup: podCgroup(l.oldUID, randomHex(32))})
-	l.healthy = start(scenario.Server{Module: "sglang.launch_server", Args: []string{"--tp", "1"},
-		Cgroup: podCgroup(string(live.UID), liveContainer)})
-	smi := cleanSMI(2)
-	smi.GPUs[0].UsedMiB, smi.GPUs[1].UsedMiB = 55295, 71809
-	smi.Apps = []scenario.App{{PID: l.leftover.PID, GPUUUID: smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
-		{PID: l.healthy.PID, GPUUUID: smi.GPUs[1].UUID, UsedMiB: 71800, Name: "python3"}}
-	smi.Dynamic, smi.ReleaseDelay = true, time.Second // a holder that exits leaves the list; its memory comes back
-	if err := scenario.WriteFakeSMI(l.lab.ExecBin, *smi); err != nil {
+	t.Cleanup(func() { scenario.RemoveCgroups(filepath.Join(root, l.slice)) })
+	l.oldUID, l.healthyUID = randomUID(), string(live.UID)
+	shm := fmt.Sprintf("/dev/shm/%s-Qwen3.6-27B", l.slice)
+	l.leftover = l.start(t, scenario.Server{Module: "sglang.launch_server", Args: []string{"--model-path", shm, "--tp", "1"},
+		ShmDir: shm, ShmFiles: 2, ShmBytes: 1 << 20, Delete: true, Orphan: true, Cgroup: l.podCgroup(t, l.oldUID, randomHex(32))})
+	l.healthy = l.start(t, scenario.Server{Module: "sglang.launch_server", Args: []string{"--tp", "1"}, Cgroup: l.podCgroupOf(t, live)})
+	l.smi = cleanSMI(2)
+	l.smi.GPUs[0].UsedMiB, l.smi.GPUs[1].UsedMiB = 55295, 71809
+	l.smi.Apps = []scenario.App{{PID: l.leftover.PID, GPUUUID: l.smi.GPUs[0].UUID, UsedMiB: 55286, Name: "python3"},
+		{PID: l.healthy.PID, GPUUUID: l.smi.GPUs[1].UUID, UsedMiB: 71800, Name: "python3"}}
+	l.smi.Dynamic, l.smi.ReleaseDelay = true, time.Second // a holder that exits leaves the list; its memory comes back
+	l.writeSMI(t)
+	return l
+}
+
+// writeSMI (re)writes the fake nvidia-smi the node's execs run from l.smi.
+func (l *k8sLab) writeSMI(t *testing.T) {
+	t.Helper()
+	if err := scenario.WriteFakeSMI(l.lab.ExecBin, *l.smi); err != nil {
 		t.Fatal(err)
 	}
-	return l
+}
+
+// deploymentPod is namespace/name with container c, owned as Deployment deploy's pods are:
+// by its ReplicaSet deploy-HASH, with label pod-template-hash HASH (no controller runs in the
+// lab to make or collect them).
+func deploymentPod(namespace, name, deploy, c string) *corev1.Pod {
+	pod := k8stest.NewPod(namespace, name, "gpu-k8s-1", c)
+	yes := true
+	pod.Labels = map[string]string{"pod-template-hash": "7d9f8b6c5d"}
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: deploy + "-7d9f8b6c5d",
+		UID: types.UID(randomUID()), Controller: &yes}}
+	return pod
+}
+
+// createPod creates pod and, once kwok runs it, gives its containers IDs as containerd's
+// (kwok's stages give none), so that a cgroup made by podCgroupOf names its container.
+func (l *k8sLab) createPod(t *testing.T, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	pod = l.lab.CreatePod(pod)
+	for i := range pod.Status.ContainerStatuses {
+		pod.Status.ContainerStatuses[i].ContainerID = "containerd://" + randomHex(32)
+	}
+	got, err := l.lab.Client.CoreV1().Pods(pod.Namespace).UpdateStatus(context.Background(), pod, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// start starts s until the test ends.
+func (l *k8sLab) start(t *testing.T, s scenario.Server) *scenario.Proc {
+	t.Helper()
+	p, err := scenario.Start(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// podCgroup makes the cgroup of pod uid's container, as the kubelet's systemd driver and
+// containerd name it, under the lab's slice.
+func (l *k8sLab) podCgroup(t *testing.T, uid, container string) string {
+	t.Helper()
+	dir, err := scenario.MakeCgroup(l.cgroupRoot, l.slice+"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+
+		strings.ReplaceAll(uid, "-", "_")+".slice/cri-containerd-"+container+".scope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// podCgroupOf is the cgroup of the API's pod's first container (its ID as kwok made it).
+func (l *k8sLab) podCgroupOf(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	container := randomHex(32)
+	if len(pod.Status.ContainerStatuses) > 0 {
+		if id, ok := strings.CutPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://"); ok && len(id) == 64 {
+			container = id
+		}
+	}
+	return l.podCgroup(t, string(pod.UID), container)
 }
 
 // gputriage runs the CLI as typed, with the limited user's kubeconfig unless args name one.

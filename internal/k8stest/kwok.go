@@ -18,27 +18,30 @@ const execPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // kwokConfig writes kwok's --config: its stages (kwok-stages.yaml) and one ClusterExec that
 // runs every pod's every exec here, locally, as kwok's child: PATH led by ExecBin (and the fake
-// nvidia-smi's directory when o.SMI is set), then o.ExecEnv, in o.ExecDir.
-func (l *Lab) kwokConfig(o Options) (string, error) {
-	path := l.ExecBin
+// nvidia-smi's directory when o.SMI is set), then o.ExecEnv, in o.ExecDir. It returns that
+// PATH too: kwok looks an exec's command up in its own PATH (Go's exec.Command, before the
+// exec's environment applies), so kwok must run with it for a command in ExecBin to be found.
+func (l *Lab) kwokConfig(o Options) (cfg, path string, err error) {
+	path = l.ExecBin
 	if err := os.MkdirAll(l.ExecBin, 0o755); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if o.SMI != nil {
 		smiDir := filepath.Join(l.Dir, "smi")
 		if err := os.Mkdir(smiDir, 0o755); err != nil {
-			return "", err
+			return "", "", err
 		}
 		if err := scenario.WriteFakeSMI(smiDir, *o.SMI); err != nil {
-			return "", err
+			return "", "", err
 		}
 		path += ":" + smiDir
 	}
+	path += ":" + execPath
 	type env struct {
 		Name  string `json:"name"`
 		Value string `json:"value"`
 	}
-	envs := []env{{"PATH", path + ":" + execPath}}
+	envs := []env{{"PATH", path}}
 	for _, kv := range o.ExecEnv {
 		k, v, _ := strings.Cut(kv, "=")
 		envs = append(envs, env{k, v})
@@ -57,9 +60,9 @@ func (l *Lab) kwokConfig(o Options) (string, error) {
 	}
 	b, err := json.Marshal(clusterExec)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	cfg := filepath.Join(l.Dir, "kwok.yaml")
+	cfg = filepath.Join(l.Dir, "kwok.yaml")
 	body := append(append(append([]byte(nil), kwokStages...), "\n---\n"...), b...)
-	return cfg, os.WriteFile(cfg, append(body, '\n'), 0o644)
+	return cfg, path, os.WriteFile(cfg, append(body, '\n'), 0o644)
 }

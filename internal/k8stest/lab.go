@@ -41,6 +41,8 @@ type Options struct {
 	ExecEnv []string
 	// ExecDir is the working directory of every exec (default /).
 	ExecDir string
+	// APIServerArgs are added to kube-apiserver's command line (e.g. a --feature-gates).
+	APIServerArgs []string
 }
 
 // Lab is a running control plane: kine on SQLite, kube-apiserver and kwok, on loopback ports
@@ -90,7 +92,7 @@ func StartWith(t testing.TB, o Options) *Lab {
 
 	l.Server = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 	tokens := l.tokens()
-	l.start(filepath.Join(bin, "kube-apiserver"), apiserverArgs(l.Dir, p, ports[2], kineAddr, tokens)...)
+	l.start(filepath.Join(bin, "kube-apiserver"), append(apiserverArgs(l.Dir, p, ports[2], kineAddr, tokens), o.APIServerArgs...)...)
 	l.waitReady(l.Server + "/readyz")
 
 	l.Config = &rest.Config{Host: l.Server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: l.CA}}
@@ -101,11 +103,11 @@ func StartWith(t testing.TB, o Options) *Lab {
 	l.LimitedKubeconfig = l.kubeconfig("limited", LimitedUser, limitedToken)
 
 	kwokAddr := "127.0.0.1:" + strconv.Itoa(ports[3])
-	cfg, err := l.kwokConfig(o)
+	cfg, execPATH, err := l.kwokConfig(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.startEnv([]string{"HOME=" + l.Dir}, filepath.Join(bin, "kwok"), "--kubeconfig", l.AdminKubeconfig,
+	l.startEnv([]string{"HOME=" + l.Dir, "PATH=" + execPATH}, filepath.Join(bin, "kwok"), "--kubeconfig", l.AdminKubeconfig,
 		"--config", cfg, "--manage-all-nodes",
 		"--node-ip", "127.0.0.1", "--node-port", strconv.Itoa(ports[3]), "--server-address", kwokAddr,
 		"--tls-cert-file", p.kubeletCert, "--tls-private-key-file", p.kubeletKey)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,6 +90,13 @@ func TestLab(t *testing.T) {
 		want := []string{l.ExecBin + ":" + filepath.Join(l.Dir, "smi") + ":" + execPath, "yes", filepath.Join(l.Dir, "smi", "nvidia-smi"), "/tmp"}
 		if r.err != nil || r.stdout != strings.Join(want, "\n")+"\n" {
 			t.Errorf("stdout %q, err %v; want %q", r.stdout, r.err, want)
+		}		// A command of ExecBin as the exec's own command, not only through sh.
+		if err := os.WriteFile(filepath.Join(l.ExecBin, "lab-cmd"), []byte("#!/bin/sh\necho \"lab-cmd $GPUTRIAGE_LAB\"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r = execPod(t, l.Config, "websocket", "default", "lab-pod", "main", []string{"lab-cmd"}, "", testenv.HangGuard)
+		if r.err != nil || r.stdout != "lab-cmd yes\n" {
+			t.Errorf("lab-cmd in ExecBin: stdout %q, stderr %q, err %v", r.stdout, r.stderr, r.err)
 		}
 	})
 	t.Run("large streams", func(t *testing.T) {

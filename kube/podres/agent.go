@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 )
 
 // AgentUsage is `gputriage k8s-agent`'s help.
@@ -14,7 +15,8 @@ Run on a Kubernetes node, in the gputriage agent pod (contrib/k8s): prints as JS
 devices the node's kubelet allocated to each pod (its PodResources v1 List), for the client
 to append to the node's capture. Not meant to be run by hand.
 
-  --socket PATH   the kubelet's pod-resources socket (default ` + DefaultSocket + `)
+  --socket PATH   the kubelet's pod-resources socket (default: $` + SocketEnv + ` when set,
+                  else ` + DefaultSocket + `)
 `
 
 // Agent runs `gputriage k8s-agent ARGS...` when args start with "k8s-agent": ok is false
@@ -26,7 +28,7 @@ func Agent(ctx context.Context, args []string, stdout, stderr io.Writer) (code i
 	}
 	fs := flag.NewFlagSet("k8s-agent podresources", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	socket := fs.String("socket", DefaultSocket, "")
+	socket := fs.String("socket", Socket(os.Getenv), "")
 	if len(args) < 2 || args[1] != "podresources" || fs.Parse(args[2:]) != nil || fs.NArg() > 0 {
 		fmt.Fprint(stderr, AgentUsage)
 		return 2, true
@@ -38,4 +40,17 @@ func Agent(ctx context.Context, args []string, stdout, stderr io.Writer) (code i
 	}
 	fmt.Fprintf(stdout, "%s\n", b)
 	return 0, true
+}
+
+// SocketEnv names the environment variable that gives the agent's default socket: for a
+// kubelet whose root directory is not /var/lib/kubelet (k0s, microk8s and others), when the
+// agent's mount of it is not at DefaultSocket's directory.
+const SocketEnv = "GPUTRIAGE_PODRESOURCES_SOCKET"
+
+// Socket is the default socket: getenv(SocketEnv) when set and not empty, else DefaultSocket.
+func Socket(getenv func(string) string) string {
+	if s := getenv(SocketEnv); s != "" {
+		return s
+	}
+	return DefaultSocket
 }

@@ -111,3 +111,28 @@ func TestAgentBinary(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentSocketFromEnv: without --socket the agent asks the socket $GPUTRIAGE_PODRESOURCES_SOCKET
+// names (a kubelet rooted elsewhere than /var/lib/kubelet); --socket still wins over it.
+func TestAgentSocketFromEnv(t *testing.T) {
+	srv := podrestest.Start(t)
+	srv.SetPod("ml", "train-0", podrestest.GPU("main", "GPU-aaaa"))
+	t.Setenv(podres.SocketEnv, srv.Socket)
+	run := func(args ...string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code, ok := podres.Agent(context.Background(), append([]string{"k8s-agent", "podresources"}, args...), &stdout, &stderr)
+		if !ok {
+			t.Fatalf("%v: not taken as k8s-agent", args)
+		}
+		return code, stdout.String() + stderr.String()
+	}
+	if code, out := run(); code != 0 || !strings.Contains(out, `"train-0"`) {
+		t.Errorf("socket from env: exit %d, %q", code, out)
+	}
+	if code, out := run("--socket", filepath.Join(t.TempDir(), "none.sock")); code != 1 {
+		t.Errorf("--socket over env: exit %d, %q; want 1 (its socket does not exist)", code, out)
+	}
+	if got := podres.Socket(func(string) string { return "" }); got != podres.DefaultSocket {
+		t.Errorf("unset env: %q, want %q", got, podres.DefaultSocket)
+	}
+}
