@@ -22,7 +22,7 @@ func (k *Cluster) agentPod(hctx, ctx context.Context, node string, timeout time.
 	if err := CheckNode(node); err != nil {
 		return "", &sshexec.Error{Phase: sshexec.PhaseResolve, Kind: sshexec.KindConfig, Message: err.Error()}
 	}
-	list, err := k.cs.CoreV1().Pods(k.ns).List(hctx, metav1.ListOptions{LabelSelector: AgentLabel, FieldSelector: "spec.nodeName=" + node})
+	list, err := k.cs.listPods(hctx, k.ns, metav1.ListOptions{LabelSelector: AgentLabel, FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return "", k.ctxError(hctx, ctx, sshexec.PhaseConnect, "finding the gputriage agent pod", timeout, err)
 	}
@@ -36,7 +36,7 @@ func (k *Cluster) agentPod(hctx, ctx context.Context, node string, timeout time.
 		slices.Sort(ready)
 		return ready[0], nil
 	}
-	if _, err := k.cs.CoreV1().Nodes().Get(hctx, node, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+	if _, err := k.cs.getNode(hctx, node); apierrors.IsNotFound(err) {
 		return "", &sshexec.Error{Phase: sshexec.PhaseResolve, Kind: sshexec.KindNameLookup,
 			Message: fmt.Sprintf("no node %s in the cluster of context %s", node, k.context)}
 	}

@@ -45,7 +45,7 @@ func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte)
 
 // podsJSON lists node's pods in every namespace and encodes them (podfacts.EncodePods).
 func (k *Cluster) podsJSON(ctx context.Context, node string) ([]byte, error) {
-	list, err := k.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	list, err := k.cs.listPods(ctx, metav1.NamespaceAll, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, err
 	}

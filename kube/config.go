@@ -17,7 +17,6 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -70,7 +69,7 @@ type Cluster struct {
 	cfg     Config
 	context string // the context in use, for messages
 	rest    *rest.Config
-	cs      kubernetes.Interface
+	cs      coreAPI
 	ns      string
 	// exec runs a command in an agent pod: stream, or a test's stand-in for the kubelet.
 	exec func(ctx context.Context, pod string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
@@ -109,7 +108,7 @@ func Open(c Config) (*Cluster, error) {
 	}
 	rc.UserAgent = "gputriage"
 	rc.QPS, rc.Burst = 50, 100 // a sweep asks a few things of each node at once
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := newCore(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %v", err)
 	}

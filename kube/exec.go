@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
@@ -19,9 +18,7 @@ import (
 // it (remotecommand.NewFallbackExecutor with kubectl's rule); stdin nil: none. It returns the command's exit
 // status when the server sent one (-1 when it did not), and an error for anything else.
 func (k *Cluster) stream(ctx context.Context, pod string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
-	req := k.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(k.ns).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: AgentContainer, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true},
-			scheme.ParameterCodec)
+	req := k.cs.execRequest(k.ns, pod, &corev1.PodExecOptions{Container: AgentContainer, Command: argv, Stdin: stdin != nil, Stdout: true, Stderr: true})
 	spdy, err := remotecommand.NewSPDYExecutor(k.rest, http.MethodPost, req.URL())
 	if err != nil {
 		return -1, err

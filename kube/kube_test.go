@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/sshexec"
@@ -137,8 +138,25 @@ func fakeNode(t *testing.T, objs ...corev1.Pod) *Cluster {
 			t.Fatal(err)
 		}
 	}
-	return &Cluster{cfg: Config{}, context: "lab", rest: nil, cs: cs, ns: DefaultAgentNamespace}
+	return &Cluster{cfg: Config{}, context: "lab", rest: nil, cs: fakeCore{cs}, ns: DefaultAgentNamespace}
 }
+
+// fakeCore is the fake clientset as the core/v1 API Cluster asks; its exec is the test's.
+type fakeCore struct{ cs *fake.Clientset }
+
+func (f fakeCore) listPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
+	return f.cs.CoreV1().Pods(ns).List(ctx, opts)
+}
+
+func (f fakeCore) listNodes(ctx context.Context, opts metav1.ListOptions) (*corev1.NodeList, error) {
+	return f.cs.CoreV1().Nodes().List(ctx, opts)
+}
+
+func (f fakeCore) getNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return f.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (f fakeCore) execRequest(string, string, *corev1.PodExecOptions) *rest.Request { return nil }
 
 func agentPod(node string) corev1.Pod {
 	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gputriage-agent-x", Namespace: DefaultAgentNamespace,

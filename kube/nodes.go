@@ -22,7 +22,7 @@ func (k *Cluster) Nodes(ctx context.Context) ([]string, error) {
 	var names []string
 	opts := metav1.ListOptions{LabelSelector: k.cfg.Selector, Limit: 500}
 	for {
-		list, err := k.cs.CoreV1().Nodes().List(ctx, opts)
+		list, err := k.cs.listNodes(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing nodes (context %s): %v", k.context, err)
 		}
