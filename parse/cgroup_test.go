@@ -109,6 +109,27 @@ func TestCgroup(t *testing.T) {
 			Path: "/system.slice/ci-runner.service", Unit: "ci-runner.service"}, 2},
 		{"v1 user cgroup named like a docker container", "4:memory:/user.slice/user-1000.slice/user@1000.service/docker/0123456789abcdef0123\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope"}, 2},
+		// A pod is believed only where the kubelet puts pods: kubepods at the root of the
+		// hierarchy. A directory a tenant was given outside the units (a chowned cgroupfs
+		// directory, a privileged docker container of the cgroupfs driver) names no pod.
+		{"tenant's cgroupfs directory named like a pod", "0::/tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123"}, 1},
+		{"tenant's directory named like a systemd pod", "0::/tenants/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/tenants/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope",
+		}, 1},
+		{"docker cgroupfs container's own cgroup named like a pod", "0::/docker/abcdefabcdef0011/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/docker/abcdefabcdef0011/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123", ContainerID: "abcdefabcdef0011", Runtime: "docker"}, 1},
+		// Seen from the agent's pod, in a cgroup namespace of its own: another pod's path
+		// climbs out of the agent's container to the kubelet's slices; a host process's
+		// climbs to the root first.
+		{"another pod seen from the agent's cgroup namespace", "0::/../../../kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope\n", Cgroup{
+			Path:        "/../../../kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope",
+			ContainerID: "0123456789abcdef0123", Runtime: "containerd", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 1},
+		{"another pod seen from the agent's cgroup namespace (cgroupfs)", "0::/../../../burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path:        "/../../../burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123",
+			ContainerID: "0123456789abcdef0123", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 1},
+		{"a tenant's directory seen from the agent's cgroup namespace", "0::/../../../../tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/../../../../tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123"}, 1},
 		{"root only", "0::/\n", Cgroup{Path: "/"}, 1},
 		{"garbage and CRLF", "nonsense\r\n0::/system.slice/a.service\r\n", Cgroup{Path: "/system.slice/a.service", Unit: "a.service"}, 1},
 		{"empty", "", Cgroup{}, 0},

@@ -62,11 +62,11 @@ func newK8sLab(t *testing.T) *k8sLab {
 	}
 	t.Cleanup(func() { scenario.RemoveCgroups(filepath.Join(root, slice)) })
 	podCgroup := func(uid, container string) string {
-		dir, err := scenario.MakeCgroup(root, slice+"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+
-			strings.ReplaceAll(uid, "-", "_")+".slice/cri-containerd-"+container+".scope")
+		dir, cleanup, err := scenario.MakePodCgroup(root, uid, container)
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(cleanup)
 		return dir
 	}
 	l.oldUID = randomUID()
