@@ -117,6 +117,19 @@ func TestCgroup(t *testing.T) {
 		{"tenant's directory named like a systemd pod", "0::/tenants/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope\n", Cgroup{
 			Path: "/tenants/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope",
 		}, 1},
+		// A runtime's scope copied into such a directory names no container either: it would
+		// make fix stop the running pod's container (crictl stop) whose id it copies.
+		{"tenant's directory with a runtime scope named like a pod's container", "0::/tenants/alice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n", Cgroup{
+			Path: "/tenants/alice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope"}, 1},
+		{"tenant's directory with a docker scope", "0::/tenants/alice/docker-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/tenants/alice/docker-0123456789abcdef0123.scope"}, 1},
+		{"tenant's directory with a cgroupfs docker container", "0::/tenants/alice/docker/0123456789abcdef0123\n", Cgroup{
+			Path: "/tenants/alice/docker/0123456789abcdef0123"}, 1},
+		{"podman's pod slice", "0::/machine.slice/machine-libpod_pod_abcdef.slice/libpod-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/machine.slice/machine-libpod_pod_abcdef.slice/libpod-0123456789abcdef0123.scope", Unit: "libpod-0123456789abcdef0123.scope",
+			ContainerID: "0123456789abcdef0123", Runtime: "podman"}, 1},
+		{"docker seen from a cgroup namespace", "0::/../docker-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/../docker-0123456789abcdef0123.scope", ContainerID: "0123456789abcdef0123", Runtime: "docker"}, 1},
 		{"docker cgroupfs container's own cgroup named like a pod", "0::/docker/abcdefabcdef0011/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
 			Path: "/docker/abcdefabcdef0011/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123", ContainerID: "abcdefabcdef0011", Runtime: "docker"}, 1},
 		// Seen from the agent's pod, in a cgroup namespace of its own: another pod's path
