@@ -227,6 +227,20 @@ func TestStagedK8sSeedIncident(t *testing.T) {
 // not outside its allocation, not in a kubectl command. Only the kubelet's tree, at the root
 // of the hierarchy, names pods.
 func TestStagedK8sTenantMimicsPod(t *testing.T) {
+	for name, mimic := range map[string]func(p k8sPod) string{
+		// The pod's whole cgroup, the kubelet's slices included.
+		"pod": func(p k8sPod) string {
+			return "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(p.uid, "-", "_") +
+				".slice/cri-containerd-" + p.containerID + ".scope"
+		},
+		// The container's scope alone: it would have made fix stop the pod's container.
+		"container": func(p k8sPod) string { return "cri-containerd-" + p.containerID + ".scope" },
+	} {
+		t.Run(name, func(t *testing.T) { stagedTenantMimics(t, mimic) })
+	}
+}
+
+func stagedTenantMimics(t *testing.T, mimicOf func(k8sPod) string) {
 	s := newStage(t)
 	s.gpuSet([]int64{81559, 81559})
 	srv := podrestest.Start(t)
@@ -238,8 +252,7 @@ func TestStagedK8sTenantMimicsPod(t *testing.T) {
 	if err := os.Chown(tenant, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	mimic, err := scenario.MakeCgroup(tenant, "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+
-		strings.ReplaceAll(healthy.uid, "-", "_")+".slice/cri-containerd-"+healthy.containerID+".scope")
+	mimic, err := scenario.MakeCgroup(tenant, mimicOf(healthy))
 	if err != nil {
 		t.Fatal(err)
 	}
