@@ -50,7 +50,7 @@ func ParseCgroup(text string) Cgroup {
 	case len(c.Lines) > 0:
 		c.Path = "/"
 	}
-	c.Unit, c.UserManagerUID = cgroupUnit(c.Path)
+	c.Unit, c.UserManagerUID = cgroupUnit(fromTop(c.Path))
 	// Slurm's cgroup/v1 plugin tracks a job's processes in the freezer hierarchy
 	// (proctrack/cgroup signals the job through it), so the freezer line names the job first;
 	// the other controllers it uses (memory, cpuset, devices) may lag behind a process moved
@@ -69,7 +69,7 @@ func ParseCgroup(text string) Cgroup {
 		// Below a user's manager the user names the cgroups (systemd delegates that subtree):
 		// a "docker-<id>.scope", "slurm/job_N" or "kubepods/pod<uid>" there names nothing the
 		// user does not own, and must not make a command stop someone else's container or job.
-		if _, ok := userSubtree(p); ok {
+		if _, ok := userSubtree(fromTop(p)); ok {
 			continue
 		}
 		if c.ContainerID == "" {
@@ -188,6 +188,21 @@ func cgroupContainer(path string) (id, runtime string) {
 		underSlices = underSlices && (p == "" || strings.HasSuffix(p, ".slice"))
 	}
 	return "", ""
+}
+
+// fromTop is a cgroup path without the leading "/.." of a cgroup namespace's view (see
+// topIndex): "/../../system.slice/a.service" is a.service's, as seen from the root.
+func fromTop(path string) string {
+	for {
+		rest, ok := strings.CutPrefix(path, "/..")
+		if !ok || rest != "" && rest[0] != '/' {
+			return path
+		}
+		if rest == "" {
+			return "/"
+		}
+		path = rest
+	}
 }
 
 // topIndex is the index in a cgroup path's components of its first one below the root of
