@@ -50,7 +50,7 @@ func ParseCgroup(text string) Cgroup {
 	case len(c.Lines) > 0:
 		c.Path = "/"
 	}
-	c.Unit, c.UserManagerUID = cgroupUnit(c.Path)
+	c.Unit, c.UserManagerUID = cgroupUnit(fromTop(c.Path))
 	// Slurm's cgroup/v1 plugin tracks a job's processes in the freezer hierarchy
 	// (proctrack/cgroup signals the job through it), so the freezer line names the job first;
 	// the other controllers it uses (memory, cpuset, devices) may lag behind a process moved
@@ -69,7 +69,7 @@ func ParseCgroup(text string) Cgroup {
 		// Below a user's manager the user names the cgroups (systemd delegates that subtree):
 		// a "docker-<id>.scope", "slurm/job_N" or "kubepods/pod<uid>" there names nothing the
 		// user does not own, and must not make a command stop someone else's container or job.
-		if _, ok := userSubtree(p); ok {
+		if _, ok := userSubtree(fromTop(p)); ok {
 			continue
 		}
 		if c.ContainerID == "" {
@@ -151,8 +151,15 @@ var scopeRuntimes = []struct{ prefix, runtime string }{
 // container.
 func cgroupContainer(path string) (id, runtime string) {
 	parts := strings.Split(path, "/")
+	top := topIndex(parts)
+	// Only root makes a slice, and systemd makes the runtimes' scopes below slices only: a
+	// scope below any other directory (one a tenant was given outside the units) is theirs.
+	underSlices := true
 	for i, p := range parts {
-		if s, ok := strings.CutSuffix(p, ".scope"); ok {
+		if i > 0 && i < top {
+			continue // "..": a cgroup namespace's view, climbing to where it starts
+		}
+		if s, ok := strings.CutSuffix(p, ".scope"); ok && underSlices {
 			for _, r := range scopeRuntimes {
 				// libpod-conmon-<id> and crio-conmon-<id> hold the monitor, not the container.
 				if v, ok := strings.CutPrefix(s, r.prefix); ok && isHexID(v) {
@@ -165,9 +172,9 @@ func cgroupContainer(path string) (id, runtime string) {
 		}
 		if i > 0 && isHexID(p) {
 			switch parent := parts[i-1]; {
-			case parent == "docker":
+			case parent == "docker" && i-1 == top:
 				return p, "docker"
-			case strings.HasPrefix(parent, "pod") && isUID(parent[len("pod"):]):
+			case strings.HasPrefix(parent, "pod") && isUID(parent[len("pod"):]) && kubeletRooted(parts):
 				// /kubepods[/qos]/pod<uid>/<id>: the runtime is not in the path.
 				return p, ""
 			}
@@ -178,8 +185,58 @@ func cgroupContainer(path string) (id, runtime string) {
 		if isUnitName(p) {
 			return "", "" // below another unit: its own
 		}
+		underSlices = underSlices && (p == "" || strings.HasSuffix(p, ".slice"))
 	}
 	return "", ""
+}
+
+// fromTop is a cgroup path without the leading "/.." of a cgroup namespace's view (see
+// topIndex): "/../../system.slice/a.service" is a.service's, as seen from the root.
+func fromTop(path string) string {
+	for {
+		rest, ok := strings.CutPrefix(path, "/..")
+		if !ok || rest != "" && rest[0] != '/' {
+			return path
+		}
+		if rest == "" {
+			return "/"
+		}
+		path = rest
+	}
+}
+
+// topIndex is the index in a cgroup path's components of its first one below the root of
+// the hierarchy: after the leading ".." of a path seen from a cgroup namespace that starts
+// lower (a pod's: the agent's), which climb to the namespace's ancestors.
+func topIndex(parts []string) int {
+	i := 1
+	for i < len(parts) && parts[i] == ".." {
+		i++
+	}
+	return i
+}
+
+// kubeletRooted says whether a cgroup path lies where the kubelet puts pods: below
+// kubepods.slice or kubepods at the root of the hierarchy. Seen from a cgroup namespace that
+// starts in a pod (the agent's: the path climbs out with ".."), another pod's path goes on
+// from a kubepods slice or the cgroupfs driver's QoS or pod directory, all the kubelet's;
+// a host process's climbs to the root and goes on from elsewhere. Only root makes a
+// directory at the root or in the kubelet's tree: a "kubepods/pod<uid>" anywhere else lies in
+// a directory someone was given, and names no pod.
+func kubeletRooted(parts []string) bool {
+	top := topIndex(parts)
+	if top >= len(parts) {
+		return false
+	}
+	p := parts[top]
+	switch {
+	case p == "kubepods" || p == "kubepods.slice" || strings.HasPrefix(p, "kubepods-") && strings.HasSuffix(p, ".slice"):
+		return true
+	case top == 1:
+		return false
+	}
+	u, pod := strings.CutPrefix(p, "pod")
+	return p == "besteffort" || p == "burstable" || pod && isUID(u)
 }
 
 // isUnitName says whether a cgroup path component is a systemd service or scope.
@@ -188,15 +245,17 @@ func isUnitName(p string) bool {
 }
 
 // cgroupPod finds a Kubernetes pod UID: "pod<uid>" (cgroupfs driver) or
-// "kubepods-<qos>-pod<uid_with_underscores>.slice" (systemd driver). As for containers and
+// "kubepods-<qos>-pod<uid_with_underscores>.slice" (systemd driver), in the kubelet's tree
+// only (kubeletRooted). As for containers and
 // jobs, none below another unit: whoever may write below a unit's cgroup (a Delegate=yes
 // service, a privileged container) names what lies there, so a "pod<uid>" of theirs names no
 // pod, and must not make a command delete another tenant's.
 func cgroupPod(path string) string {
-	if !strings.Contains(path, "kubepods") {
+	parts := strings.Split(path, "/")
+	if !kubeletRooted(parts) {
 		return ""
 	}
-	for _, p := range strings.Split(path, "/") {
+	for _, p := range parts[topIndex(parts):] {
 		if isUnitName(p) {
 			return "" // below another unit: its own
 		}

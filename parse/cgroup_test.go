@@ -109,6 +109,47 @@ func TestCgroup(t *testing.T) {
 			Path: "/system.slice/ci-runner.service", Unit: "ci-runner.service"}, 2},
 		{"v1 user cgroup named like a docker container", "4:memory:/user.slice/user-1000.slice/user@1000.service/docker/0123456789abcdef0123\n1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n", Cgroup{
 			Path: "/user.slice/user-1000.slice/session-3.scope", Unit: "session-3.scope"}, 2},
+		// A pod is believed only where the kubelet puts pods: kubepods at the root of the
+		// hierarchy. A directory a tenant was given outside the units (a chowned cgroupfs
+		// directory, a privileged docker container of the cgroupfs driver) names no pod.
+		{"tenant's cgroupfs directory named like a pod", "0::/tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123"}, 1},
+		{"tenant's directory named like a systemd pod", "0::/tenants/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/tenants/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope",
+		}, 1},
+		// A runtime's scope copied into such a directory names no container either: it would
+		// make fix stop the running pod's container (crictl stop) whose id it copies.
+		{"tenant's directory with a runtime scope named like a pod's container", "0::/tenants/alice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\n", Cgroup{
+			Path: "/tenants/alice/cri-containerd-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope"}, 1},
+		{"tenant's directory with a docker scope", "0::/tenants/alice/docker-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/tenants/alice/docker-0123456789abcdef0123.scope"}, 1},
+		{"tenant's directory with a cgroupfs docker container", "0::/tenants/alice/docker/0123456789abcdef0123\n", Cgroup{
+			Path: "/tenants/alice/docker/0123456789abcdef0123"}, 1},
+		{"podman's pod slice", "0::/machine.slice/machine-libpod_pod_abcdef.slice/libpod-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/machine.slice/machine-libpod_pod_abcdef.slice/libpod-0123456789abcdef0123.scope", Unit: "libpod-0123456789abcdef0123.scope",
+			ContainerID: "0123456789abcdef0123", Runtime: "podman"}, 1},
+		{"docker seen from a cgroup namespace", "0::/../docker-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/../docker-0123456789abcdef0123.scope", Unit: "docker-0123456789abcdef0123.scope", ContainerID: "0123456789abcdef0123", Runtime: "docker"}, 1},
+		{"docker cgroupfs container's own cgroup named like a pod", "0::/docker/abcdefabcdef0011/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/docker/abcdefabcdef0011/kubepods/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123", ContainerID: "abcdefabcdef0011", Runtime: "docker"}, 1},
+		// Seen from the agent's pod, in a cgroup namespace of its own: another pod's path
+		// climbs out of the agent's container to the kubelet's slices; a host process's
+		// climbs to the root first.
+		{"another pod seen from the agent's cgroup namespace", "0::/../../../kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/../../../kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_0000_1111_2222_333344445555.slice/cri-containerd-0123456789abcdef0123.scope", Unit: "cri-containerd-0123456789abcdef0123.scope",
+			ContainerID: "0123456789abcdef0123", Runtime: "containerd", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 1},
+		{"another pod seen from the agent's cgroup namespace (cgroupfs)", "0::/../../../burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path:        "/../../../burstable/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123",
+			ContainerID: "0123456789abcdef0123", PodUID: "1b2c3d4e-0000-1111-2222-333344445555"}, 1},
+		{"a tenant's directory seen from the agent's cgroup namespace", "0::/../../../../tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123\n", Cgroup{
+			Path: "/../../../../tenants/alice/kubepods/besteffort/pod1b2c3d4e-0000-1111-2222-333344445555/0123456789abcdef0123"}, 1},
+		// A host's unit and a user's manager seen from the agent's cgroup namespace are what
+		// they are from the root: a service's main process is in its unit, not orphaned.
+		{"a host service seen from the agent's cgroup namespace", "0::/../../../../system.slice/vllm.service\n", Cgroup{
+			Path: "/../../../../system.slice/vllm.service", Unit: "vllm.service"}, 1},
+		{"a user's cgroup named like a container seen from the agent's cgroup namespace", "0::/../../user.slice/user-1000.slice/user@1000.service/app.slice/docker-0123456789abcdef0123.scope\n", Cgroup{
+			Path: "/../../user.slice/user-1000.slice/user@1000.service/app.slice/docker-0123456789abcdef0123.scope", Unit: "docker-0123456789abcdef0123.scope", UserManagerUID: intp(1000)}, 1},
+		{"a directory named ..foo", "0::/..foo/a.service\n", Cgroup{Path: "/..foo/a.service"}, 1},
 		{"root only", "0::/\n", Cgroup{Path: "/"}, 1},
 		{"garbage and CRLF", "nonsense\r\n0::/system.slice/a.service\r\n", Cgroup{Path: "/system.slice/a.service", Unit: "a.service"}, 1},
 		{"empty", "", Cgroup{}, 0},

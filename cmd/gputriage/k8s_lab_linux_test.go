@@ -135,11 +135,12 @@ func (l *k8sLab) start(t *testing.T, s scenario.Server) *scenario.Proc {
 // containerd name it, under the lab's slice.
 func (l *k8sLab) podCgroup(t *testing.T, uid, container string) string {
 	t.Helper()
-	dir, err := scenario.MakeCgroup(l.cgroupRoot, l.slice+"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+
-		strings.ReplaceAll(uid, "-", "_")+".slice/cri-containerd-"+container+".scope")
+	// At the hierarchy's root, where the kubelet puts pods: a pod is believed nowhere else.
+	dir, cleanup, err := scenario.MakePodCgroup(l.cgroupRoot, uid, container)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(cleanup)
 	return dir
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -55,11 +56,16 @@ func newK8sPod(namespace, name, container string, phase corev1.PodPhase, api boo
 	return p
 }
 
-// cgroup is the pod's container's cgroup, as the kubelet's systemd driver and containerd
-// make it.
+// podCgroup is the pod's container's cgroup, as the kubelet's systemd driver and containerd
+// make it, where they make it: at the root of the hierarchy.
 func (s *stage) podCgroup(p k8sPod) string {
-	return s.cgroup("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(p.uid, "-", "_") +
-		".slice/cri-containerd-" + p.containerID + ".scope")
+	s.t.Helper()
+	dir, cleanup, err := scenario.MakePodCgroup(s.root, p.uid, p.containerID)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(cleanup)
+	return dir
 }
 
 // k8sBlock makes the stage append the client's Kubernetes block: pods, and the allocations
@@ -210,5 +216,61 @@ func TestStagedK8sSeedIncident(t *testing.T) {
 			Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`)}}})
 	if f := r.findingNaming(diagnose.CodeGPUBusy, []int{h.PID}); f == nil || !strings.Contains(f.Title, "Kubernetes pod serving/sglang-1, container server (Deployment vllm)") {
 		t.Errorf("the running pod is not named healthy: %+v", f)
+	}
+}
+
+// A tenant on the node (nobody) given a cgroup directory of its own outside the units (as a
+// batch system or an admin may chown one) names its directories as the kubelet names a
+// healthy pod's: the running pod's UID and its container's id, below a "kubepods.slice" of
+// its own. Its process, a leftover with deleted weights holding GPU 0 that the pod was never
+// allocated, is named by PID; the healthy pod is named nowhere: not as the holder of GPU 0,
+// not outside its allocation, not in a kubectl command. Only the kubelet's tree, at the root
+// of the hierarchy, names pods.
+func TestStagedK8sTenantMimicsPod(t *testing.T) {
+	for name, mimic := range map[string]func(p k8sPod) string{
+		// The pod's whole cgroup, the kubelet's slices included.
+		"pod": func(p k8sPod) string {
+			return "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + strings.ReplaceAll(p.uid, "-", "_") +
+				".slice/cri-containerd-" + p.containerID + ".scope"
+		},
+		// The container's scope alone: it would have made fix stop the pod's container.
+		"container": func(p k8sPod) string { return "cri-containerd-" + p.containerID + ".scope" },
+	} {
+		t.Run(name, func(t *testing.T) { stagedTenantMimics(t, mimic) })
+	}
+}
+
+func stagedTenantMimics(t *testing.T, mimicOf func(k8sPod) string) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559})
+	srv := podrestest.Start(t)
+	healthy := newK8sPod("serving", "vllm-7d9f8b6c5d-x2x7q", "server", corev1.PodRunning, true)
+	srv.SetPod("serving", "vllm-7d9f8b6c5d-x2x7q", podrestest.GPU("server", s.gpus[1].UUID))
+	h := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.podCgroup(healthy)}, false)
+
+	tenant := s.cgroup("tenant-alice")
+	if err := os.Chown(tenant, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	mimic, err := scenario.MakeCgroup(tenant, mimicOf(healthy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.server(scenario.Server{Orphan: true, UID: 65534, Python: "/usr/bin/python3", Cgroup: mimic}, true)
+	s.hold(c.PID, 0, 40_000)
+	s.hold(h.PID, 1, 30_000)
+	s.k8sBlock([]k8sPod{healthy}, srv)
+	r := s.run()
+	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, gpus: []int{0}, fix: []string{fmt.Sprint("kill ", c.PID)},
+		notCodes: []string{diagnose.CodeGPUOutsideAllocation},
+		innocent: scenario.Innocents{PIDs: []int{h.PID}, Names: []string{"vllm-7d9f8b6c5d-x2x7q", healthy.uid, healthy.containerID[:12]},
+			Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl|crictl`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, h.PID))}}})
+	if f := r.findingNaming(diagnose.CodeGPUBusy, []int{h.PID}); f == nil || !strings.Contains(f.Title, "serving/vllm-7d9f8b6c5d-x2x7q") {
+		t.Errorf("the healthy pod is not named healthy on its own GPU: %+v", f)
+	}
+	for _, line := range strings.Split(prometheusOf(t, r), "\n") {
+		if strings.HasPrefix(line, "gputriage_finding{") && strings.Contains(line, healthy.uid) && !strings.Contains(line, `code="gpu-busy"`) {
+			t.Errorf("a blaming series names the healthy pod: %s", line)
+		}
 	}
 }

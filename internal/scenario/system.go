@@ -41,6 +41,25 @@ func MakeCgroup(root, rel string) (string, error) {
 	return dir, nil
 }
 
+// MakePodCgroup creates the cgroup of a pod's container where the kubelet's systemd driver
+// and containerd put it, at the root of the hierarchy (only there is a pod believed:
+// parse's kubeletRooted): kubepods.slice/kubepods-besteffort.slice/
+// kubepods-besteffort-pod<uid>.slice/cri-containerd-<id>.scope. It returns the directory and
+// a cleanup that removes the pod's slice, and the kubelet's slices above it when empty.
+func MakePodCgroup(root, uid, containerID string) (dir string, cleanup func(), err error) {
+	qos := filepath.Join(root, "kubepods.slice", "kubepods-besteffort.slice")
+	pod := "kubepods-besteffort-pod" + strings.ReplaceAll(uid, "-", "_") + ".slice"
+	dir, err = MakeCgroup(root, filepath.Join("kubepods.slice", "kubepods-besteffort.slice", pod, "cri-containerd-"+containerID+".scope"))
+	if err != nil {
+		return "", func() {}, err
+	}
+	return dir, func() {
+		RemoveCgroups(filepath.Join(qos, pod))
+		_ = os.Remove(qos) // only when no other test's pod is there
+		_ = os.Remove(filepath.Dir(qos))
+	}, nil
+}
+
 // RemoveCgroups removes the cgroup tree at dir, deepest first. The kernel refuses while a
 // cgroup still has processes, and a signalled process takes a moment to exit, so it retries
 // for up to five seconds.
