@@ -77,15 +77,14 @@ func TestHostBudget(t *testing.T) {
 }
 
 // TestSweepMemoryInFlight sweeps eight hosts that each answer a well-formed capture with every
-// section at the client's bound (31 MiB), over SSH, with the CLI as a process of its own, at
-// --fanout 1 and 4: its peak resident memory (the kernel's count, VmHWM: rusage's would
-// count this test's own memory, which the child shares until its exec) stays within
+// section at the client's bound (31 MiB), over SSH, with the built CLI as a process of its own,
+// at --fanout 1 and 4: its peak resident memory (rusage's, taken by peakRSS: a forked child's
+// count starts from its own small copy, not from this test's memory) stays within
 // the sweep's budget, --fanout hosts in flight at 64 MiB each plus 256 KiB kept per host and
 // the process's base (triage.SweepMemoryLimit), with 32 MiB for what the runtime does not count
 // (the binary's text, thread stacks). Before, --fanout 1 peaked at 301 MiB and --fanout 8 at
 // 858 MiB (docs/performance.md).
 func TestSweepMemoryInFlight(t *testing.T) {
-	runAsCLI()
 	if testing.Short() {
 		t.Skip("large input")
 	}
@@ -96,12 +95,17 @@ func TestSweepMemoryInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fl.Close()
+	bin := buildGputriage(t) // the binary a user runs, not this test binary (which links the labs)
 	for _, fanout := range []int{1, 4} {
 		args, _ := json.Marshal([]string{"-f", fl.HostsFile, "-F", fl.SSHConfig, "--fanout", strconv.Itoa(fanout), "--timeout", "5m", "--format", "json"})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSweepMemoryInFlight$")
+		var argv []string
+		if err := json.Unmarshal(args, &argv); err != nil {
+			t.Fatal(err)
+		}
 		hwm := filepath.Join(dir, "hwm")
-		cmd.Env = []string{"GPUTRIAGE_TEST_CLI=" + string(args), "GPUTRIAGE_TEST_HWM=" + hwm, "HOME=" + dir, "PATH=" + os.Getenv("PATH"), "USER=root"}
+		cmd := exec.CommandContext(ctx, "python3", append([]string{"-c", peakRSS, hwm, bin}, argv...)...)
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "USER=root"}
 		var out countWriter
 		var errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
@@ -132,3 +136,17 @@ func TestSweepMemoryInFlight(t *testing.T) {
 		}
 	}
 }
+
+// peakRSS is python3 -c peakRSS HWM PROGRAM ARG...: it runs PROGRAM in a child of its own
+// (fork, then exec: the child's peak is counted from python's copy, not from the Go test's,
+// which os/exec's vfork would share) and writes the child's peak resident memory ("N kB") to
+// HWM, exiting with the child's status.
+const peakRSS = `import os, sys
+hwm, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    os.execv(argv[0], argv)
+_, status, ru = os.wait4(pid, 0)
+open(hwm, "w").write("%d kB" % ru.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+`

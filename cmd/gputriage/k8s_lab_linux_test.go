@@ -132,7 +132,7 @@ func (l *k8sLab) start(t *testing.T, s scenario.Server) *scenario.Proc {
 }
 
 // podCgroup makes the cgroup of pod uid's container, as the kubelet's systemd driver and
-// containerd name it, under the lab's slice.
+// containerd name it, at the hierarchy's root.
 func (l *k8sLab) podCgroup(t *testing.T, uid, container string) string {
 	t.Helper()
 	// At the hierarchy's root, where the kubelet puts pods: a pod is believed nowhere else.
