@@ -90,7 +90,8 @@ func TestLab(t *testing.T) {
 		want := []string{l.ExecBin + ":" + filepath.Join(l.Dir, "smi") + ":" + execPath, "yes", filepath.Join(l.Dir, "smi", "nvidia-smi"), "/tmp"}
 		if r.err != nil || r.stdout != strings.Join(want, "\n")+"\n" {
 			t.Errorf("stdout %q, err %v; want %q", r.stdout, r.err, want)
-		}		// A command of ExecBin as the exec's own command, not only through sh.
+		}
+		// A command of ExecBin as the exec's own command, not only through sh.
 		if err := os.WriteFile(filepath.Join(l.ExecBin, "lab-cmd"), []byte("#!/bin/sh\necho \"lab-cmd $GPUTRIAGE_LAB\"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
