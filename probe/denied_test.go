@@ -67,7 +67,7 @@ func TestProbeNamesDeniedPIDs(t *testing.T) {
 func rootSleeper(t *testing.T) int {
 	t.Helper()
 	cmd := exec.Command("sleep", "3600")
-	cmd.SysProcAttr = dieWithTest() // a go test killed by its -timeout takes the victim along
+	cmd.SysProcAttr = testenv.DieWithTest(false)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

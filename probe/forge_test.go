@@ -264,7 +264,7 @@ func TestProbeNonceUnseen(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
 	victimCmd := exec.Command("sleep", "3600")
-	victimCmd.SysProcAttr = dieWithTest() // a go test killed by its -timeout takes the victim along
+	victimCmd.SysProcAttr = testenv.DieWithTest(false)
 	if err := victimCmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func inCgroup(t *testing.T, root, rel string) int {
 		t.Skipf("cannot make cgroups here: %v", err)
 	}
 	cmd := exec.Command("sleep", "3600")
-	cmd.SysProcAttr = dieWithTest() // a go test killed by its -timeout takes the victim along
+	cmd.SysProcAttr = testenv.DieWithTest(false)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +46,7 @@ func startBox(t *testing.T, setup string) *nodeBox {
 	cmd.Stderr = os.Stderr
 	// A test binary killed (go test's -timeout) takes the box with it: unshare --kill-child
 	// then ends the namespace.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testenv.DieWithTest(false)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -90,7 +90,7 @@ func (d *Daemon) launch(dockerd, driver string) error {
 	d.cmd.Stdout, d.cmd.Stderr = log, log
 	// Pdeathsig: a test binary killed (go test's -timeout) takes its daemons with it, rather than
 	// leave them holding the ports and state the next run needs.
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	d.cmd.SysProcAttr = testenv.DieWithTest(true)
 	if err := d.cmd.Start(); err != nil {
 		return err
 	}

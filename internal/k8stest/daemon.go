@@ -34,7 +34,7 @@ func (l *Lab) startEnv(env []string, path string, args ...string) *daemon {
 	d.cmd.Dir = l.Dir
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = f, f
-	d.cmd.SysProcAttr = deathsig()
+	d.cmd.SysProcAttr = testenv.DieWithTest(true)
 	if err := d.cmd.Start(); err != nil {
 		l.t.Fatalf("k8stest: start %s: %v", path, err)
 	}

@@ -137,7 +137,7 @@ func (c *Cluster) start(t testing.TB, env []string, name, bin string, args ...st
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, c.Dir, out, out
 	// Pdeathsig: a test binary killed (go test's -timeout) takes its daemons with it, rather than
 	// leave them holding the ports and state the next run needs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = testenv.DieWithTest(true)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("slurmtest: start %s: %v", name, err)
 	}

@@ -179,7 +179,7 @@ func (s *SSHD) launch(t testing.TB) {
 	s.cmd.WaitDelay = 2 * time.Second
 	// A test binary killed (go test's -timeout) takes its sshd with it (unshare --kill-child,
 	// setpriv --pdeathsig): no sshd is left holding the address the next run needs.
-	s.cmd.SysProcAttr = dieWithParent()
+	s.cmd.SysProcAttr = testenv.DieWithTest(false)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
