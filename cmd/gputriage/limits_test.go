@@ -128,9 +128,7 @@ func TestConfigReadOncePerSweep(t *testing.T) {
 
 // runAsCLI runs the CLI and exits when this test binary was started as the CLI: with
 // GPUTRIAGE_TEST_CLI holding its arguments (JSON) and -test.run naming the calling test, so
-// that a test can run it under limits of its own or measure it as a process. With
-// GPUTRIAGE_TEST_HWM naming a file, the CLI's peak resident memory (VmHWM of
-// /proc/self/status, which counts this process since its exec only) is written there.
+// that a test can run it under limits of its own.
 func runAsCLI() {
 	args := os.Getenv("GPUTRIAGE_TEST_CLI")
 	if args == "" {
@@ -141,18 +139,5 @@ func runAsCLI() {
 		panic(err)
 	}
 	code := run(context.Background(), a, os.Stdin, os.Stdout, os.Stderr, os.Getenv, func(io.Writer) (bool, int) { return false, 0 })
-	if path := os.Getenv("GPUTRIAGE_TEST_HWM"); path != "" {
-		status, err := os.ReadFile("/proc/self/status")
-		if err != nil {
-			panic(err)
-		}
-		for l := range strings.Lines(string(status)) {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				if err := os.WriteFile(path, []byte(strings.TrimSpace(v)), 0o600); err != nil {
-					panic(err)
-				}
-			}
-		}
-	}
 	os.Exit(code)
 }
