@@ -40,6 +40,9 @@ type PodFacts struct {
 	OwnerName string `json:"owner_name,omitempty"`
 	Phase     string `json:"phase,omitempty"`
 	Gone      bool   `json:"gone,omitempty"`
+	// GoneDuringProbe is set when the API listed the pod before the probe ran and not after:
+	// it was deleted while the probe looked, which proves nothing of its processes.
+	GoneDuringProbe bool `json:"gone_during_probe,omitempty"`
 	// DeleteBy is when its grace period ended, when the pod is being deleted.
 	DeleteBy *time.Time `json:"delete_by,omitempty"`
 }
@@ -68,6 +71,7 @@ func (h *host) podFacts(p *parse.Process) *PodFacts {
 	}
 	f.Namespace, f.Name, f.Phase = pod.Namespace, pod.Name, pod.Phase
 	f.OwnerKind, f.OwnerName = pod.OwnerKind, pod.OwnerName
+	f.GoneDuringProbe = pod.GoneDuringProbe
 	if pod.Deleting && pod.DeleteBy != nil {
 		by := *pod.DeleteBy
 		f.DeleteBy = &by
@@ -87,10 +91,14 @@ func (f *PodFacts) ended() bool {
 
 // live reports whether the API lists the pod and it is neither ended nor being deleted: the
 // only pod an operator might be told to delete.
-func (f *PodFacts) live() bool { return f != nil && !f.Gone && !f.ended() && f.DeleteBy == nil }
+func (f *PodFacts) live() bool {
+	return f != nil && !f.Gone && !f.GoneDuringProbe && !f.ended() && f.DeleteBy == nil
+}
 
 // running reports whether the API lists the pod as running.
-func (f *PodFacts) running() bool { return f != nil && !f.Gone && f.Phase == "Running" }
+func (f *PodFacts) running() bool {
+	return f != nil && !f.Gone && !f.GoneDuringProbe && f.Phase == "Running"
+}
 
 // podReasons are the reasons gp's pod gives to call it left over: its pod is gone or ended.
 func (h *host) podReasons(gp *GPUProcess) []Reason {

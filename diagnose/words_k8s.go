@@ -60,6 +60,9 @@ func podLine(p *PodFacts) string {
 	if p.DeleteBy != nil {
 		line += ", being deleted (grace period until " + fmtTime(*p.DeleteBy) + ")"
 	}
+	if p.GoneDuringProbe {
+		line += ", deleted while the probe ran: what the probe saw may have been its containers stopping; look again"
+	}
 	return line
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gputriage/gputriage/kube/podfacts"
@@ -23,10 +24,18 @@ var PodResourcesCommand = []string{"gputriage", "k8s-agent", "podresources"}
 
 // appendBlock is raw with the Kubernetes block of node appended, and notes on what it lacks.
 // A capture cut short (no final marker) gets no block.
-func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte) ([]byte, []string) {
+// before is the node's pods as listed before the probe ran: a pod listed then and not after is
+// kept, marked gone during the probe (podfacts.EncodePods).
+func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte, before *podListing) ([]byte, []string) {
 	var notes []string
 	b := parse.K8sBlock{Node: node}
-	if pods, err := k.podsJSON(ctx, node); err != nil {
+	if before == nil {
+		before = &podListing{err: fmt.Errorf("not asked")}
+	}
+	if before.err != nil {
+		notes = append(notes, "the pods on the node were not listed before the probe ("+errText(before.err)+"): a pod deleted while it ran would read as gone")
+	}
+	if pods, err := k.podsJSON(ctx, node, before.pods); err != nil {
 		notes = append(notes, "the pods on the node are not known: "+errText(err))
 	} else {
 		b.Pods = pods
@@ -43,15 +52,31 @@ func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte)
 	return out, notes
 }
 
-// podsJSON lists node's pods in every namespace and encodes them (podfacts.EncodePods).
-func (k *Cluster) podsJSON(ctx context.Context, node string) ([]byte, error) {
+// podListing is the API's pods on a node at one moment, or why they are not known.
+type podListing struct {
+	pods []corev1.Pod
+	err  error
+}
+
+// listNodePods lists node's pods in every namespace.
+func (k *Cluster) listNodePods(ctx context.Context, node string) *podListing {
 	list, err := k.cs.listPods(ctx, metav1.NamespaceAll, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
-		return nil, err
+		return &podListing{err: err}
 	}
-	doc := podfacts.EncodePods(node, list.Items)
+	return &podListing{pods: list.Items}
+}
+
+// podsJSON lists node's pods in every namespace and encodes them with the pods listed before
+// the probe (podfacts.EncodePods).
+func (k *Cluster) podsJSON(ctx context.Context, node string, before []corev1.Pod) ([]byte, error) {
+	now := k.listNodePods(ctx, node)
+	if now.err != nil {
+		return nil, now.err
+	}
+	doc := podfacts.EncodePods(node, now.pods, before)
 	if len(doc) > parse.K8sMaxSectionBytes {
-		return nil, fmt.Errorf("%d pods make %d bytes, more than the %d a capture holds: left out", len(list.Items), len(doc), parse.K8sMaxSectionBytes)
+		return nil, fmt.Errorf("%d pods make %d bytes, more than the %d a capture holds: left out", len(now.pods), len(doc), parse.K8sMaxSectionBytes)
 	}
 	return doc, nil
 }

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 
@@ -185,6 +186,7 @@ type play struct {
 	hang          bool
 	podResources  string
 	podResRefused bool
+	duringProbe   func() // runs while the probe runs
 }
 
 func (p *play) exec(ctx context.Context, pod string, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
@@ -198,6 +200,9 @@ func (p *play) exec(ctx context.Context, pod string, argv []string, stdin []byte
 		return 0, nil
 	}
 	p.stdin = stdin
+	if p.duringProbe != nil {
+		p.duringProbe()
+	}
 	if p.hang {
 		select {} // a stream that never notices its context
 	}
@@ -329,5 +334,35 @@ func TestBlockAppended(t *testing.T) {
 	r = runOn(t, k, &play{out: capture(false), podResRefused: true}, sshexec.Options{}, true)
 	if bytes.Contains(r.Stdout, []byte("gputriage-k8s")) || len(r.Notes) == 0 {
 		t.Errorf("a capture cut short got a block, or no note: %q\n%s", r.Notes, r.Stdout)
+	}
+}
+
+// TestBlockPodDeletedDuringProbe: a pod the API listed before the probe and not after is in
+// the block, marked gone during the probe; a pod still listed after is not.
+func TestBlockPodDeletedDuringProbe(t *testing.T) {
+	pod := func(name string) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "serving", UID: types.UID("u-" + name)},
+			Spec: corev1.PodSpec{NodeName: "gpu01"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	k := fakeNode(t, agentPod("gpu01"), pod("stays"), pod("goes"))
+	cs := k.cs.(fakeCore).cs
+	p := &play{out: capture(true), podResources: `{"pods":[]}`, duringProbe: func() {
+		if err := cs.CoreV1().Pods("serving").Delete(context.Background(), "goes", metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}}
+	r := runOn(t, k, p, sshexec.Options{}, true)
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	snap, _ := parse.Parse(r.Stdout)
+	if snap.K8s == nil {
+		t.Fatalf("no block:\n%s", r.Stdout)
+	}
+	if g := snap.K8s.Pod("u-goes"); g == nil || !g.GoneDuringProbe || g.Name != "goes" {
+		t.Errorf("the pod deleted during the probe: %+v", g)
+	}
+	if s := snap.K8s.Pod("u-stays"); s == nil || s.GoneDuringProbe {
+		t.Errorf("the pod that stays: %+v", s)
 	}
 }

@@ -46,13 +46,17 @@ func (v NodeVia) RunTarget(ctx context.Context, t sshexec.Target, o sshexec.Opti
 	defer cancel()
 	r := sshexec.Result{Target: t}
 	pod, e := v.K.agentPod(hctx, ctx, v.Node, o.Timeout)
+	var before *podListing
+	if e == nil && v.Block {
+		before = v.K.listNodePods(hctx, v.Node) // to tell a pod deleted while the probe ran
+	}
 	if e == nil {
 		e = v.K.run(hctx, ctx, pod, o, o.MaxOutput, &r)
 	}
 	r.Err = e
 	if e == nil && v.Block {
 		var notes []string
-		r.Stdout, notes = v.K.appendBlock(hctx, v.Node, pod, r.Stdout)
+		r.Stdout, notes = v.K.appendBlock(hctx, v.Node, pod, r.Stdout, before)
 		r.Notes = append(r.Notes, notes...)
 	}
 	r.Duration = time.Since(start)

@@ -65,15 +65,19 @@ type K8sPods struct {
 // the API has a deletion time for it: DeleteBy, the time its grace period ends (the API's
 // deletionTimestamp).
 type K8sPod struct {
-	UID        string         `json:"uid"`
-	Namespace  string         `json:"namespace"`
-	Name       string         `json:"name"`
-	Phase      string         `json:"phase"`
-	OwnerKind  string         `json:"owner_kind,omitempty"`
-	OwnerName  string         `json:"owner_name,omitempty"`
-	Deleting   bool           `json:"deleting,omitempty"`
-	DeleteBy   *time.Time     `json:"delete_by,omitempty"`
-	Containers []K8sContainer `json:"containers"`
+	UID       string     `json:"uid"`
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	Phase     string     `json:"phase"`
+	OwnerKind string     `json:"owner_kind,omitempty"`
+	OwnerName string     `json:"owner_name,omitempty"`
+	Deleting  bool       `json:"deleting,omitempty"`
+	DeleteBy  *time.Time `json:"delete_by,omitempty"`
+	// GoneDuringProbe: the API listed the pod on the node before the probe ran and no longer
+	// lists it after: it was deleted while the probe looked, so what the probe saw of it may
+	// have been its containers stopping. Such a pod proves no process of its left over.
+	GoneDuringProbe bool           `json:"gone_during_probe,omitempty"`
+	Containers      []K8sContainer `json:"containers"`
 }
 
 // K8sContainer is one container of a pod: its name and the runtime's id as the API gives it

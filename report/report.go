@@ -330,6 +330,8 @@ func owner(p diagnose.GPUProcess) string {
 	switch k := p.Pod; {
 	case k != nil && k.Gone:
 		return "k8s pod " + Sanitize(k.UID) + " (deleted)"
+	case k != nil && k.GoneDuringProbe:
+		return "pod " + Sanitize(k.Namespace+"/"+k.Name) + " (deleted during the probe)"
 	case k != nil:
 		return "pod " + Sanitize(k.Namespace+"/"+k.Name)
 	}

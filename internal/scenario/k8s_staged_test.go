@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,18 +72,32 @@ func (s *stage) podCgroup(p k8sPod) string {
 // k8sBlock makes the stage append the client's Kubernetes block: pods, and the allocations
 // the PodResources server answers through the real client.
 func (s *stage) k8sBlock(pods []k8sPod, srv *podrestest.Server) {
-	var api []corev1.Pod
+	s.k8sBlockListed(pods, nil, srv)
+}
+
+// k8sBlockListed is k8sBlock with the API's listing from before the probe ran: before, when
+// not nil, has pods the API still listed then, such as one deleted while the probe ran.
+func (s *stage) k8sBlockListed(pods, before []k8sPod, srv *podrestest.Server) {
+	var api, was []corev1.Pod
 	for _, p := range pods {
 		if p.api != nil {
 			api = append(api, *p.api)
 		}
+	}
+	for _, p := range before {
+		if p.api != nil {
+			was = append(was, *p.api)
+		}
+	}
+	if before == nil {
+		was = nil
 	}
 	s.appendK8s = func(raw []byte) []byte {
 		res, err := podres.List(context.Background(), srv.Socket, podres.DefaultLimits)
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		out, ok := parse.AppendK8s(raw, parse.K8sBlock{Node: "gpu-node-1", Pods: podfacts.EncodePods("gpu-node-1", api), PodResources: res})
+		out, ok := parse.AppendK8s(raw, parse.K8sBlock{Node: "gpu-node-1", Pods: podfacts.EncodePods("gpu-node-1", api, was), PodResources: res})
 		if !ok {
 			s.t.Fatal("the probe's capture has no done line")
 		}
@@ -138,6 +153,40 @@ func TestStagedK8sPods(t *testing.T) {
 		t.Errorf("the healthy pod is not named healthy: %+v", busy)
 	}
 	checkK8sReports(t, r, gone.uid)
+}
+
+// A pod deleted while the probe ran (the API listed it before the probe and not after): its
+// process, which the probe saw while the pod still existed, may have been its containers
+// stopping, and is named no leftover; a pod the API had already forgotten before the probe
+// still makes its process one.
+func TestStagedK8sPodDeletedDuringProbe(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559})
+	srv := podrestest.Start(t)
+	gone := newK8sPod("ml", "train-old", "main", "", false)
+	ending := newK8sPod("serving", "vllm-7d9f8b6c5d-q8r2z", "server", corev1.PodRunning, true)
+	srv.SetPod("serving", "vllm-7d9f8b6c5d-q8r2z", podrestest.GPU("server", s.gpus[1].UUID))
+
+	c := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.podCgroup(gone)}, false)
+	e := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.podCgroup(ending)}, false)
+	s.hold(c.PID, 0, 50_000)
+	s.hold(e.PID, 1, 30_000)
+	s.k8sBlockListed([]k8sPod{gone}, []k8sPod{gone, ending}, srv)
+	r := s.run()
+
+	innocent := scenario.Innocents{PIDs: []int{e.PID}, Names: []string{"vllm-7d9f8b6c5d-q8r2z", ending.uid},
+		Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, e.PID))}}
+	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+		text: []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists"}, innocent: innocent})
+	if f := r.findingNaming(diagnose.CodeLeftoverProcess, []int{e.PID}); f != nil && slices.Contains(f.PIDs, e.PID) {
+		t.Errorf("the process of the pod deleted during the probe is called left over: %s", f.Title)
+	}
+	if !strings.Contains(r.verbose, "deleted while the probe ran") {
+		t.Errorf("the report never says the pod was deleted while the probe ran:\n%s", r.verbose)
+	}
+	if !strings.Contains(r.json, `"gone_during_probe": true`) {
+		t.Error("the JSON lacks gone_during_probe")
+	}
 }
 
 // checkK8sReports: the hostile namespace forges nothing in any format, and no Prometheus

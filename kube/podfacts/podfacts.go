@@ -13,8 +13,19 @@ import (
 
 // EncodePods is the pods section's JSON for node: each pod of pods that runs on node, with
 // its owner and its containers' ids (init and ephemeral containers too: any may hold a GPU).
-func EncodePods(node string, pods []corev1.Pod) []byte {
+// before, when not nil, is the API's listing taken before the probe ran and pods the one
+// after: a pod of before that pods no longer has is kept, marked gone during the probe.
+func EncodePods(node string, pods, before []corev1.Pod) []byte {
 	doc := parse.K8sPods{Node: node, Pods: []parse.K8sPod{}}
+	after := map[string]bool{}
+	for i := range pods {
+		after[string(pods[i].UID)] = true
+	}
+	for i := range before {
+		if !after[string(before[i].UID)] {
+			pods = append(pods[:len(pods):len(pods)], before[i])
+		}
+	}
 	for i := range pods {
 		p := &pods[i]
 		if p.Spec.NodeName != node {
@@ -22,7 +33,8 @@ func EncodePods(node string, pods []corev1.Pod) []byte {
 		}
 		kind, name := Owner(p)
 		kp := parse.K8sPod{UID: string(p.UID), Namespace: p.Namespace, Name: p.Name, Phase: string(p.Status.Phase),
-			OwnerKind: kind, OwnerName: name, Deleting: p.DeletionTimestamp != nil, Containers: []parse.K8sContainer{}}
+			OwnerKind: kind, OwnerName: name, Deleting: p.DeletionTimestamp != nil, Containers: []parse.K8sContainer{},
+			GoneDuringProbe: before != nil && !after[string(p.UID)]}
 		if p.DeletionTimestamp != nil {
 			by := p.DeletionTimestamp.UTC()
 			kp.DeleteBy = &by

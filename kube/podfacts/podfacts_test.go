@@ -2,6 +2,7 @@ package podfacts
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +54,7 @@ func TestEncodePods(t *testing.T) {
 	gone := on("n1", "b")
 	gone.DeletionTimestamp = &now
 	var doc parse.K8sPods
-	if err := json.Unmarshal(EncodePods("n1", []corev1.Pod{on("n1", "a"), on("n2", "x"), gone}), &doc); err != nil {
+	if err := json.Unmarshal(EncodePods("n1", []corev1.Pod{on("n1", "a"), on("n2", "x"), gone}, nil), &doc); err != nil {
 		t.Fatal(err)
 	}
 	if doc.Node != "n1" || len(doc.Pods) != 2 {
@@ -68,7 +69,37 @@ func TestEncodePods(t *testing.T) {
 	if !doc.Pods[1].Deleting || doc.Pods[1].DeleteBy == nil || !doc.Pods[1].DeleteBy.Equal(now.Time) {
 		t.Errorf("pod b: deleting %v by %v, want by %v", doc.Pods[1].Deleting, doc.Pods[1].DeleteBy, now)
 	}
-	if string(EncodePods("n9", nil)) != `{"node":"n9","pods":[]}` {
-		t.Errorf("empty = %s", EncodePods("n9", nil))
+	if string(EncodePods("n9", nil, nil)) != `{"node":"n9","pods":[]}` {
+		t.Errorf("empty = %s", EncodePods("n9", nil, nil))
+	}
+}
+
+// A pod the API listed before the probe and not after is kept, marked gone during the probe;
+// a pod in both listings, or one listed only after, is not; without a listing before, none is.
+func TestEncodePodsGoneDuringProbe(t *testing.T) {
+	pod := func(name string) corev1.Pod {
+		p := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1"}}
+		p.Name, p.Namespace, p.UID = name, "ml", types.UID("uid-"+name)
+		return p
+	}
+	read := func(b []byte) map[string]bool {
+		var doc parse.K8sPods
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, p := range doc.Pods {
+			m[p.Name] = p.GoneDuringProbe
+		}
+		return m
+	}
+	before := []corev1.Pod{pod("stays"), pod("deleted")}
+	after := []corev1.Pod{pod("stays"), pod("new")}
+	got := read(EncodePods("n1", after, before))
+	if want := map[string]bool{"stays": false, "new": false, "deleted": true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pods = %v, want %v", got, want)
+	}
+	if got := read(EncodePods("n1", after, nil)); fmt.Sprint(got) != fmt.Sprint(map[string]bool{"stays": false, "new": false}) {
+		t.Errorf("without a listing before: %v", got)
 	}
 }
