@@ -19,8 +19,9 @@ import (
 // SSH host's; the block adds at most BlockMax.
 const BlockMax = 3 << 20 // two sections of parse.K8sMaxSectionBytes, base64, with framing
 
-// PodResourcesCommand is the agent's command that prints the kubelet's allocations.
-var PodResourcesCommand = []string{"gputriage", "k8s-agent", "podresources"}
+// PodResourcesCommand is the agent's command that prints the kubelet's allocations
+// (cmd/gputriage-agent, in the agent image).
+var PodResourcesCommand = []string{"gputriage-agent", "podresources"}
 
 // appendBlock is raw with the Kubernetes block of node appended, and notes on what it lacks.
 // A capture cut short (no final marker) gets no block.

@@ -149,7 +149,7 @@ func CutAtDone(raw []byte) []byte {
 
 // K8sBlock is what a client appends for a Kubernetes node: the node's name, the API's pods
 // (the pods JSON, from kube/podfacts.EncodePods), and the kubelet's allocations (the
-// podresources JSON, from `gputriage k8s-agent podresources`) or why there are none.
+// podresources JSON, from `gputriage-agent podresources`) or why there are none.
 type K8sBlock struct {
 	Node             string
 	Pods             []byte

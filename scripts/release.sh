@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the binaries to hand around: static (CGO_ENABLED=0), one per laptop and server gputriage
-# runs on, each stamped with its version and revision (`gputriage version` prints them), and a
+# runs on, each stamped with its version and revision (`gputriage version` prints them), the
+# Kubernetes node agent's (gputriage-agent-linux-ARCH) for each Linux target, and a
 # SHA256SUMS file beside them. Nothing else is needed on the machine that runs them.
 #
 # Usage: scripts/release.sh [DIR [OS/ARCH ...]]
@@ -34,6 +35,11 @@ for t in "${targets[@]}"; do
 	out="$dir/gputriage-${t%/*}-${t#*/}"
 	CGO_ENABLED=0 GOOS=${t%/*} GOARCH=${t#*/} go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out" ./cmd/gputriage
 	echo "== built $out ($version, $revision)"
+	# The Kubernetes node agent's binary (contrib/k8s/Dockerfile), for Linux targets only.
+	[ "${t%/*}" = linux ] || continue
+	out="$dir/gputriage-agent-${t%/*}-${t#*/}"
+	CGO_ENABLED=0 GOOS=${t%/*} GOARCH=${t#*/} go build -trimpath -buildvcs=false -ldflags "$ldflags" -o "$out" ./cmd/gputriage-agent
+	echo "== built $out"
 done
 (cd "$dir" && sha256sum gputriage-* >SHA256SUMS)
 echo "== $dir/SHA256SUMS"

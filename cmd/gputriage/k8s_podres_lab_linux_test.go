@@ -28,8 +28,8 @@ import (
 )
 
 // The allocation verdicts end to end through the real API server: the agent's second exec
-// runs this gputriage binary (built into the lab's exec PATH) as `gputriage k8s-agent
-// podresources`, which finds the kubelet's socket by $GPUTRIAGE_PODRESOURCES_SOCKET: a real
+// runs the agent binary (cmd/gputriage-agent, built into the lab's exec PATH) as
+// `gputriage-agent podresources`, which finds the kubelet's socket by $GPUTRIAGE_PODRESOURCES_SOCKET: a real
 // PodResources v1 server (internal/podrestest) allocating GPU 1 to serving/sglang-1 and GPU 0
 // to ml/rogue-0. Rogue's server, in its pod's real cgroup, holds memory on GPU 1 beside
 // sglang-1's: it is named (gpu-outside-allocation, pod-not-allocated); sglang-1's server on
@@ -38,7 +38,7 @@ import (
 func TestK8sPodResourcesAllocation(t *testing.T) {
 	srv := podrestest.Start(t)
 	l := newK8sLabWith(t, k8stest.Options{ExecEnv: []string{podres.SocketEnv + "=" + srv.Socket}})
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(l.lab.ExecBin, "gputriage"), ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(l.lab.ExecBin, "gputriage-agent"), "../gputriage-agent").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	rogue := l.createPod(t, deploymentPod("ml", "rogue-0", "trainer", "main"))

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/gputriage/gputriage/kube/podres"
 	"github.com/gputriage/gputriage/report"
 )
 
@@ -32,10 +31,7 @@ const (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code, agent := podres.Agent(ctx, os.Args[1:], os.Stdout, os.Stderr) // the node agent's mode (contrib/k8s)
-	if !agent {
-		code = run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, isTerminal)
-	}
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv, isTerminal)
 	stop()
 	os.Exit(code)
 }

@@ -11,8 +11,9 @@ import (
 	"testing"
 )
 
-// scripts/release.sh, run as the README says, builds a static binary whose `version` prints
-// the version and revision it was stamped with, and a SHA256SUMS that `sha256sum -c` accepts.
+// scripts/release.sh, run as the README says, builds static binaries (gputriage and the
+// Kubernetes agent's) whose `version` prints the version and revision they were stamped with,
+// and a SHA256SUMS that `sha256sum -c` accepts.
 // It builds for this machine only (CI's .ci/run builds all four targets and checks them too).
 func TestReleaseBuildStampsVersion(t *testing.T) {
 	if testing.Short() {
@@ -33,19 +34,33 @@ func TestReleaseBuildStampsVersion(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/release.sh: %v\n%s", err, out)
 	}
-	bin := filepath.Join(dir, "gputriage-linux-"+runtime.GOARCH)
+	for _, name := range []string{"gputriage", "gputriage-agent"} {
+		checkReleaseBinary(t, dir, name+"-linux-"+runtime.GOARCH, name+" "+ver+"\n", "revision:  "+strings.TrimSpace(string(rev)))
+	}
+	// The agent image (contrib/k8s/Dockerfile) copies the agent binary the release makes.
+	docker, err := os.ReadFile(filepath.Join(root, "contrib", "k8s", "Dockerfile"))
+	if err != nil || !strings.Contains(string(docker), "COPY dist/gputriage-agent-linux-${ARCH} /usr/local/bin/gputriage-agent\n") {
+		t.Errorf("contrib/k8s/Dockerfile does not copy the release's gputriage-agent (%v)", err)
+	}
+}
+
+// checkReleaseBinary: dir's binary name prints each of want for `version`, SHA256SUMS holds
+// it, and it is static.
+func checkReleaseBinary(t *testing.T, dir, name string, want ...string) {
+	t.Helper()
+	bin := filepath.Join(dir, name)
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {
 		t.Fatalf("%s version: %v", bin, err)
 	}
-	for _, want := range []string{"gputriage " + ver + "\n", "revision:  " + strings.TrimSpace(string(rev))} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("version lacks %q:\n%s", want, out)
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Errorf("%s version lacks %q:\n%s", name, w, out)
 		}
 	}
 	sums := exec.Command("sha256sum", "-c", "SHA256SUMS")
 	sums.Dir = dir
-	if out, err := sums.CombinedOutput(); err != nil || !strings.Contains(string(out), "gputriage-linux-"+runtime.GOARCH+": OK") {
+	if out, err := sums.CombinedOutput(); err != nil || !strings.Contains(string(out), name+": OK") {
 		t.Errorf("sha256sum -c SHA256SUMS: %v\n%s", err, out)
 	}
 	f, err := elf.Open(bin)
@@ -55,7 +70,7 @@ func TestReleaseBuildStampsVersion(t *testing.T) {
 	defer f.Close()
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			t.Error("the release binary is dynamically linked (it names an ELF interpreter)")
+			t.Errorf("%s is dynamically linked (it names an ELF interpreter)", name)
 		}
 	}
 }

@@ -1,7 +1,8 @@
 // Package podres asks a node's kubelet which devices it allocated to each pod, through its
 // PodResources v1 API (k8s.io/kubelet/pkg/apis/podresources/v1) on the kubelet's unix socket,
 // and answers in the podresources section's JSON (parse.K8sResources, docs/capture.md). It
-// is the node side of `gputriage k8s-agent podresources`, run in the gputriage agent pod.
+// is the node side of `gputriage-agent podresources` (cmd/gputriage-agent), run in the
+// gputriage agent pod.
 package podres
 
 import (

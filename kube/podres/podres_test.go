@@ -86,8 +86,8 @@ func TestAgentBinary(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(t.TempDir(), "gputriage")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/gputriage")
+	bin := filepath.Join(t.TempDir(), "gputriage-agent")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/gputriage-agent")
 	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -95,7 +95,7 @@ func TestAgentBinary(t *testing.T) {
 	srv := podrestest.Start(t)
 	srv.SetPod("ml", "train-0", podrestest.GPU("main", "GPU-aaaa"))
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, "k8s-agent", "podresources", "--socket", srv.Socket)
+	cmd := exec.Command(bin, "podresources", "--socket", srv.Socket)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v: %s", err, stderr.String())
@@ -104,7 +104,7 @@ func TestAgentBinary(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got.PodResources("ml", "train-0") == nil {
 		t.Fatalf("stdout %q: %v", stdout.String(), err)
 	}
-	for _, args := range [][]string{{"k8s-agent"}, {"k8s-agent", "podresources", "--bogus"}, {"k8s-agent", "podresources", "--socket", filepath.Join(t.TempDir(), "x")}} {
+	for _, args := range [][]string{{}, {"k8s-agent", "podresources"}, {"podresources", "--bogus"}, {"podresources", "--socket", filepath.Join(t.TempDir(), "x")}} {
 		err := exec.Command(bin, args...).Run()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
 			t.Errorf("%v: %v, want a failing exit status", args, err)
@@ -120,10 +120,7 @@ func TestAgentSocketFromEnv(t *testing.T) {
 	t.Setenv(podres.SocketEnv, srv.Socket)
 	run := func(args ...string) (int, string) {
 		var stdout, stderr bytes.Buffer
-		code, ok := podres.Agent(context.Background(), append([]string{"k8s-agent", "podresources"}, args...), &stdout, &stderr)
-		if !ok {
-			t.Fatalf("%v: not taken as k8s-agent", args)
-		}
+		code := podres.Agent(context.Background(), append([]string{"podresources"}, args...), &stdout, &stderr)
 		return code, stdout.String() + stderr.String()
 	}
 	if code, out := run(); code != 0 || !strings.Contains(out, `"train-0"`) {
