@@ -43,6 +43,11 @@ type PodFacts struct {
 	// GoneDuringProbe is set when the API listed the pod before the probe ran and not after:
 	// it was deleted while the probe looked, which proves nothing of its processes.
 	GoneDuringProbe bool `json:"gone_during_probe,omitempty"`
+	// StartedDuringProbe is set, with Gone, when the process started after the probe did (by the
+	// host's clock, a second's rounding aside): after the client's first listing, so that its
+	// pod may have been created after that listing and deleted before the second; its absence
+	// from both proves nothing.
+	StartedDuringProbe bool `json:"started_during_probe,omitempty"`
 	// DeleteBy is when its grace period ended, when the pod is being deleted.
 	DeleteBy *time.Time `json:"delete_by,omitempty"`
 }
@@ -67,6 +72,8 @@ func (h *host) podFacts(p *parse.Process) *PodFacts {
 			return nil // the list was cut: its absence there proves nothing
 		}
 		f.Gone = true
+		// The probe's time is whole seconds, and a start time is never later than the true one.
+		f.StartedDuringProbe = h.s.Host.Time != nil && p.StartTime != nil && p.StartTime.Sub(h.ref) >= time.Second
 		return f
 	}
 	f.Namespace, f.Name, f.Phase = pod.Namespace, pod.Name, pod.Phase
@@ -104,7 +111,7 @@ func (f *PodFacts) running() bool {
 func (h *host) podReasons(gp *GPUProcess) []Reason {
 	switch f := gp.Pod; {
 	case f == nil:
-	case f.Gone:
+	case f.Gone && !f.StartedDuringProbe:
 		return []Reason{{Code: ReasonPodGone, Strong: true, PID: gp.PID, Pod: f, Node: h.s.K8s.Node}}
 	case f.ended():
 		return []Reason{{Code: ReasonPodEnded, Strong: true, PID: gp.PID, Pod: f, State: f.Phase}}

@@ -193,3 +193,45 @@ func TestK8sHostileNamesQuoted(t *testing.T) {
 		t.Errorf("the rogue pod is not named quoted:\n%s", dump(r.Findings))
 	}
 }
+
+// A process whose pod neither of the client's listings has, but which started after the probe
+// did (so after the client's first listing), may be of a pod created and deleted while the probe
+// ran (a short Job, a pod recreated under its name): no pod-gone, and no finding acts on it;
+// its evidence says to look again. One that started before the probe stays pod-gone.
+func TestK8sPodStartedDuringProbe(t *testing.T) {
+	for _, tc := range []struct {
+		ago      time.Duration
+		leftover bool
+	}{{-5 * time.Second, false}, {-time.Second, false}, {0, true}, {5 * time.Second, true}} {
+		s := k8sNode("serving")
+		for i := range s.Processes {
+			if s.Processes[i].PID == 7000 {
+				st := s.Host.Time.Add(-tc.ago)
+				s.Processes[i].StartTime = &st
+			}
+		}
+		r := Diagnose(s, refTime)
+		acted := slices.ContainsFunc(r.Findings, func(f Finding) bool {
+			pids := f.PIDs
+			if f.Imbalance != nil {
+				pids = f.Imbalance.Leftover // its PIDs are every holder of its short GPUs
+			}
+			return f.Code != CodeGPUBusy && slices.Contains(pids, 7000)
+		})
+		if acted != tc.leftover {
+			t.Errorf("started %v before the probe: a finding acts on PID 7000: %v, want %v\n%s", tc.ago, acted, tc.leftover, dump(r.Findings))
+		}
+		if tc.leftover {
+			continue
+		}
+		var gp *GPUProcess
+		for i := range r.Processes {
+			if r.Processes[i].PID == 7000 {
+				gp = &r.Processes[i]
+			}
+		}
+		if gp == nil || gp.Pod == nil || !gp.Pod.Gone || !gp.Pod.StartedDuringProbe || !strings.Contains(podLine(gp.Pod), "look again") {
+			t.Errorf("started %v before the probe: pod facts %+v", tc.ago, gp)
+		}
+	}
+}

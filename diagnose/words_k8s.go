@@ -50,6 +50,9 @@ func podReasonWords(r Reason) string {
 
 // podLine is the evidence line naming a process's pod.
 func podLine(p *PodFacts) string {
+	if p.Gone && p.StartedDuringProbe {
+		return "Kubernetes pod: UID " + kname(p.UID) + " (not in the API's listings, but the process started while the probe ran: its pod may have been created and deleted while the probe looked; look again)"
+	}
 	if p.Gone {
 		return "Kubernetes pod: UID " + kname(p.UID) + " (no longer in the API)"
 	}
