@@ -2,6 +2,7 @@ package fix
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,5 +71,28 @@ func TestBuildHostK8sLivePodNotDeleted(t *testing.T) {
 	ex := hp.Explained[0]
 	if !strings.Contains(ex.Why, "never deletes a pod") || len(ex.Steps) != 1 || ex.Steps[0] != "kubectl delete pod -n ml -- train-0" {
 		t.Errorf("explained %+v", ex)
+	}
+}
+
+// A pod deleted while the probe ran (gone_during_probe): its process is signalled by PID only
+// on evidence of its own (the seed's deleted weights), never for the pod's going; a healthy
+// process of such a pod gets no target, and no step of the plan names a pod to delete.
+func TestBuildHostK8sPodDeletedDuringProbe(t *testing.T) {
+	s, _ := seed(t, strings.Repeat("ab", 16))
+	const uid = "0d0d0d0d-0000-4000-8000-00000000000d"
+	for i := range s.Processes {
+		s.Processes[i].Cgroup = parse.Cgroup{PodUID: uid, ContainerID: strings.Repeat("d", 64), Runtime: "containerd"}
+	}
+	s.K8s = &parse.K8s{Node: "ct200", PodsKnown: true, Pods: []parse.K8sPod{{UID: uid, Namespace: "serving", Name: "sglang-0",
+		Phase: "Running", GoneDuringProbe: true}}}
+	hp := BuildHost("k8s/ct200", s, diagnose.Diagnose(s, *s.Host.Time))
+	if len(hp.Targets) != 1 || hp.Targets[0].PID != 20629 || hp.Targets[0].Kind != KindKill || hp.Targets[0].PodUID != uid ||
+		slices.Contains(hp.Targets[0].Reasons, string(diagnose.ReasonPodGone)) {
+		t.Fatalf("plan %+v, want PID 20629 alone, killed by PID for its own evidence", hp)
+	}
+	for _, ex := range hp.Explained {
+		if strings.Contains(strings.Join(ex.Steps, "\n"), "kubectl delete") {
+			t.Errorf("a step deletes the pod: %+v", ex)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/sshexec"
@@ -364,5 +367,54 @@ func TestBlockPodDeletedDuringProbe(t *testing.T) {
 	}
 	if s := snap.K8s.Pod("u-stays"); s == nil || s.GoneDuringProbe {
 		t.Errorf("the pod that stays: %+v", s)
+	}
+}
+
+// TestBlockPodRecreatedDuringProbe: a pod deleted while the probe ran and created again under
+// its name (a StatefulSet's) is two pods of the block: the old UID marked gone during the
+// probe, the new one not; a first listing that failed marks no pod, and says so.
+func TestBlockPodRecreatedDuringProbe(t *testing.T) {
+	pod := func(name, uid string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID(uid)},
+			Spec: corev1.PodSpec{NodeName: "gpu01"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	for _, failFirst := range []bool{false, true} {
+		k := fakeNode(t, agentPod("gpu01"), *pod("train-0", "u-old"))
+		cs := k.cs.(fakeCore).cs
+		lists := 0
+		cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			if a.GetNamespace() != "" {
+				return false, nil, nil // the agent's lookup
+			}
+			if lists++; failFirst && lists == 1 {
+				return true, nil, errors.New("etcdserver: request timed out")
+			}
+			return false, nil, nil
+		})
+		p := &play{out: capture(true), podResources: `{"pods":[]}`, duringProbe: func() {
+			ctx := context.Background()
+			if err := cs.CoreV1().Pods("ml").Delete(ctx, "train-0", metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+			if _, err := cs.CoreV1().Pods("ml").Create(ctx, pod("train-0", "u-new"), metav1.CreateOptions{}); err != nil {
+				t.Error(err)
+			}
+		}}
+		r := runOn(t, k, p, sshexec.Options{}, true)
+		snap, _ := parse.Parse(r.Stdout)
+		if r.Err != nil || snap.K8s == nil || lists != 2 {
+			t.Fatalf("failFirst %v: err %v, %d listings, block %v", failFirst, r.Err, lists, snap.K8s)
+		}
+		old, cur := snap.K8s.Pod("u-old"), snap.K8s.Pod("u-new")
+		if cur == nil || cur.GoneDuringProbe || cur.Name != "train-0" {
+			t.Errorf("failFirst %v: the new pod: %+v", failFirst, cur)
+		}
+		noted := slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "not listed before the probe (etcdserver") })
+		switch {
+		case !failFirst && (old == nil || !old.GoneDuringProbe || old.Name != "train-0" || noted):
+			t.Errorf("the old pod: %+v, notes %q", old, r.Notes)
+		case failFirst && (old != nil || !noted):
+			t.Errorf("after a failed first listing: old pod %+v, notes %q", old, r.Notes)
+		}
 	}
 }
