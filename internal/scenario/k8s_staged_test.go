@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -321,5 +322,33 @@ func stagedTenantMimics(t *testing.T, mimicOf func(k8sPod) string) {
 		if strings.HasPrefix(line, "gputriage_finding{") && strings.Contains(line, healthy.uid) && !strings.Contains(line, `code="gpu-busy"`) {
 			t.Errorf("a blaming series names the healthy pod: %s", line)
 		}
+	}
+}
+
+// A pod created after the client's first listing and deleted before its second (a short Job,
+// a pod recreated under its name): neither listing has it, and its process, which the probe saw
+// start while it ran (aged: 5 s after the probe's clock), is named no leftover; a pod the API
+// had already forgotten before the probe still makes its process one.
+func TestStagedK8sPodCreatedDuringProbe(t *testing.T) {
+	s := newStage(t)
+	s.gpuSet([]int64{81559, 81559})
+	srv := podrestest.Start(t)
+	gone := newK8sPod("ml", "train-old", "main", "", false)
+	brief := newK8sPod("ml", "eval-x7k2p", "main", "", false)
+
+	c := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.podCgroup(gone)}, false)
+	e := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.podCgroup(brief)}, false)
+	s.hold(c.PID, 0, 50_000)
+	s.hold(e.PID, 1, 30_000)
+	s.aged[e.PID] = -5 * time.Second
+	s.k8sBlockListed([]k8sPod{gone, brief}, []k8sPod{}, srv)
+	r := s.run()
+
+	innocent := scenario.Innocents{PIDs: []int{e.PID}, Names: []string{brief.uid},
+		Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, e.PID))}}
+	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
+		text: []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists"}, innocent: innocent})
+	if !strings.Contains(r.verbose, "started while the probe ran") || !strings.Contains(r.json, `"started_during_probe": true`) {
+		t.Errorf("the report never says the process started while the probe ran:\n%s", r.verbose)
 	}
 }
