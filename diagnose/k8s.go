@@ -48,6 +48,10 @@ type PodFacts struct {
 	// pod may have been created after that listing and deleted before the second; its absence
 	// from both proves nothing.
 	StartedDuringProbe bool `json:"started_during_probe,omitempty"`
+	// Static is set, with Gone, when the UID is one the kubelet made for a static pod (from a
+	// manifest on the node): 32 hex digits, which the API never makes. The API lists such a pod
+	// as its mirror, under a UID of its own, so its absence proves nothing.
+	Static bool `json:"static,omitempty"`
 	// DeleteBy is when its grace period ended, when the pod is being deleted.
 	DeleteBy *time.Time `json:"delete_by,omitempty"`
 }
@@ -71,7 +75,7 @@ func (h *host) podFacts(p *parse.Process) *PodFacts {
 		if k.PodsCut {
 			return nil // the list was cut: its absence there proves nothing
 		}
-		f.Gone = true
+		f.Gone, f.Static = true, staticPodUID(f.UID)
 		// The probe's time is whole seconds, and a start time is never later than the true one.
 		f.StartedDuringProbe = h.s.Host.Time != nil && p.StartTime != nil && p.StartTime.Sub(h.ref) >= time.Second
 		return f
@@ -89,6 +93,12 @@ func (h *host) podFacts(p *parse.Process) *PodFacts {
 		}
 	}
 	return f
+}
+
+// staticPodUID reports whether uid is a static pod's as the kubelet makes it: the hex MD5 of
+// its manifest (32 hex digits, no dash), never an API server's UID (a UUID, with dashes).
+func staticPodUID(uid string) bool {
+	return len(uid) == 32 && !strings.Contains(uid, "-")
 }
 
 // ended reports whether the pod's phase says its containers have all stopped for good.
@@ -111,7 +121,7 @@ func (f *PodFacts) running() bool {
 func (h *host) podReasons(gp *GPUProcess) []Reason {
 	switch f := gp.Pod; {
 	case f == nil:
-	case f.Gone && !f.StartedDuringProbe:
+	case f.Gone && !f.StartedDuringProbe && !f.Static:
 		return []Reason{{Code: ReasonPodGone, Strong: true, PID: gp.PID, Pod: f, Node: h.s.K8s.Node}}
 	case f.ended():
 		return []Reason{{Code: ReasonPodEnded, Strong: true, PID: gp.PID, Pod: f, State: f.Phase}}

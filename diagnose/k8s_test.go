@@ -235,3 +235,34 @@ func TestK8sPodStartedDuringProbe(t *testing.T) {
 		}
 	}
 }
+
+// A static pod's process (a manifest on the node: the kubelet names its cgroup by the hex MD5
+// it made for the pod, and the API lists the pod's mirror under a UID of its own) is no
+// leftover for its UID's absence from the API; an API UID's absence still is.
+func TestK8sStaticPodNotGone(t *testing.T) {
+	const static = "5f0c3ad2b1e94f7a8c6d2e1b0a9f8e7d"
+	s := k8sNode("serving")
+	for i := range s.Processes {
+		if s.Processes[i].PID == 7000 {
+			s.Processes[i].Cgroup.PodUID = static
+		}
+	}
+	r := Diagnose(s, refTime)
+	for _, f := range r.Findings {
+		pids := f.PIDs
+		if f.Imbalance != nil {
+			pids = f.Imbalance.Leftover
+		}
+		if f.Code != CodeGPUBusy && slices.Contains(pids, 7000) {
+			t.Errorf("the static pod's process is blamed: %s\n%s", f.Title, dump(r.Findings))
+		}
+	}
+	for _, gp := range r.Processes {
+		if gp.PID == 7000 && (gp.Pod == nil || !gp.Pod.Static || !strings.Contains(podLine(gp.Pod), "a static pod's")) {
+			t.Errorf("pod facts %+v", gp.Pod)
+		}
+	}
+	if staticPodUID(uidGone) || !staticPodUID(static) {
+		t.Error("staticPodUID")
+	}
+}

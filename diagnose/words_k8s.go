@@ -53,6 +53,9 @@ func podLine(p *PodFacts) string {
 	if p.Gone && p.StartedDuringProbe {
 		return "Kubernetes pod: UID " + kname(p.UID) + " (not in the API's listings, but the process started while the probe ran: its pod may have been created and deleted while the probe looked; look again)"
 	}
+	if p.Gone && p.Static {
+		return "Kubernetes pod: UID " + kname(p.UID) + " (a static pod's, from a manifest on the node: the API lists it as a mirror pod under a UID of its own)"
+	}
 	if p.Gone {
 		return "Kubernetes pod: UID " + kname(p.UID) + " (no longer in the API)"
 	}

@@ -162,24 +162,15 @@ func TestStagedK8sPods(t *testing.T) {
 // still makes its process one.
 func TestStagedK8sPodDeletedDuringProbe(t *testing.T) {
 	s := newStage(t)
-	s.gpuSet([]int64{81559, 81559})
 	srv := podrestest.Start(t)
-	gone := newK8sPod("ml", "train-old", "main", "", false)
 	ending := newK8sPod("serving", "vllm-7d9f8b6c5d-q8r2z", "server", corev1.PodRunning, true)
+	gone, c, e := s.goneBeside(ending, "vllm.entrypoints.openai.api_server")
 	srv.SetPod("serving", "vllm-7d9f8b6c5d-q8r2z", podrestest.GPU("server", s.gpus[1].UUID))
-
-	c := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.podCgroup(gone)}, false)
-	e := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.podCgroup(ending)}, false)
-	s.hold(c.PID, 0, 50_000)
-	s.hold(e.PID, 1, 30_000)
 	s.k8sBlockListed([]k8sPod{gone}, []k8sPod{gone, ending}, srv)
 	r := s.run()
 
-	innocent := scenario.Innocents{PIDs: []int{e.PID}, Names: []string{"vllm-7d9f8b6c5d-q8r2z", ending.uid},
-		Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, e.PID))}}
-	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
-		text: []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists"}, innocent: innocent})
-	if f := r.findingNaming(diagnose.CodeLeftoverProcess, []int{e.PID}); f != nil && slices.Contains(f.PIDs, e.PID) {
+	checkGoneBeside(t, r, gone, c, e, "vllm-7d9f8b6c5d-q8r2z", ending.uid)
+	if f := r.findingNaming(diagnose.CodeLeftoverProcess, []int{e}); f != nil && slices.Contains(f.PIDs, e) {
 		t.Errorf("the process of the pod deleted during the probe is called left over: %s", f.Title)
 	}
 	if !strings.Contains(r.verbose, "deleted while the probe ran") {
@@ -188,6 +179,30 @@ func TestStagedK8sPodDeletedDuringProbe(t *testing.T) {
 	if !strings.Contains(r.json, `"gone_during_probe": true`) {
 		t.Error("the JSON lacks gone_during_probe")
 	}
+}
+
+// goneBeside stages the node the pod-gone tests share: two GPUs, a pod the API no longer has
+// whose server holds 50,000 MiB on GPU 0, and pod other's server (module) holding 30,000 MiB
+// on GPU 1. It returns the gone pod and the two servers' PIDs.
+func (s *stage) goneBeside(other k8sPod, module string) (gone k8sPod, c, o int) {
+	s.t.Helper()
+	s.gpuSet([]int64{81559, 81559})
+	gone = newK8sPod("ml", "train-old", "main", "", false)
+	cp := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.podCgroup(gone)}, false)
+	op := s.server(scenario.Server{Module: module, Cgroup: s.podCgroup(other)}, false)
+	s.hold(cp.PID, 0, 50_000)
+	s.hold(op.PID, 1, 30_000)
+	return gone, cp.PID, op.PID
+}
+
+// checkGoneBeside: the gone pod's server c is the leftover, signalled by PID, and the other
+// server o, and each of names, is blamed nowhere.
+func checkGoneBeside(t *testing.T, r rendered, gone k8sPod, c, o int, names ...string) {
+	t.Helper()
+	innocent := scenario.Innocents{PIDs: []int{o}, Names: names,
+		Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, o))}}
+	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c, fix: []string{fmt.Sprint("kill ", c)},
+		text: []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists"}, innocent: innocent})
 }
 
 // checkK8sReports: the hostile namespace forges nothing in any format, and no Prometheus
@@ -331,24 +346,37 @@ func stagedTenantMimics(t *testing.T, mimicOf func(k8sPod) string) {
 // had already forgotten before the probe still makes its process one.
 func TestStagedK8sPodCreatedDuringProbe(t *testing.T) {
 	s := newStage(t)
-	s.gpuSet([]int64{81559, 81559})
 	srv := podrestest.Start(t)
-	gone := newK8sPod("ml", "train-old", "main", "", false)
 	brief := newK8sPod("ml", "eval-x7k2p", "main", "", false)
-
-	c := s.server(scenario.Server{Module: "sglang.launch_server", Cgroup: s.podCgroup(gone)}, false)
-	e := s.server(scenario.Server{Module: "vllm.entrypoints.openai.api_server", Cgroup: s.podCgroup(brief)}, false)
-	s.hold(c.PID, 0, 50_000)
-	s.hold(e.PID, 1, 30_000)
-	s.aged[e.PID] = -5 * time.Second
+	gone, c, e := s.goneBeside(brief, "vllm.entrypoints.openai.api_server")
+	s.aged[e] = -5 * time.Second
 	s.k8sBlockListed([]k8sPod{gone, brief}, []k8sPod{}, srv)
 	r := s.run()
 
-	innocent := scenario.Innocents{PIDs: []int{e.PID}, Names: []string{brief.uid},
-		Commands: []*regexp.Regexp{regexp.MustCompile(`kubectl delete`), regexp.MustCompile(fmt.Sprint(`kill .*\b`, e.PID))}}
-	checkStaged(t, r, expect{code: diagnose.CodeLeftoverProcess, culprit: c.PID, fix: []string{fmt.Sprint("kill ", c.PID)},
-		text: []string{"its Kubernetes pod (UID " + gone.uid + ") no longer exists"}, innocent: innocent})
+	checkGoneBeside(t, r, gone, c, e, brief.uid)
 	if !strings.Contains(r.verbose, "started while the probe ran") || !strings.Contains(r.json, `"started_during_probe": true`) {
 		t.Errorf("the report never says the process started while the probe ran:\n%s", r.verbose)
+	}
+}
+
+// A static pod (a manifest in the node's kubelet directory) running a GPU server: the kubelet
+// names its cgroup by the pod's hex MD5, and the API lists its mirror pod under a UID of its
+// own (annotation kubernetes.io/config.mirror). Its process is named no leftover; a pod the
+// API no longer has still makes its process one.
+func TestStagedK8sStaticPod(t *testing.T) {
+	s := newStage(t)
+	srv := podrestest.Start(t)
+	mirror := newK8sPod("kube-system", "triton-gpu-node-1", "server", corev1.PodRunning, true)
+	static := mirror
+	static.uid = strings.ReplaceAll(mirror.uid, "-", "")
+	mirror.api.Annotations = map[string]string{"kubernetes.io/config.mirror": static.uid, "kubernetes.io/config.hash": static.uid}
+	mirror.api.OwnerReferences = []metav1.OwnerReference{{Kind: "Node", Name: "gpu-node-1"}}
+	gone, c, h := s.goneBeside(static, "tritonserver")
+	s.k8sBlock([]k8sPod{gone, mirror}, srv)
+	r := s.run()
+
+	checkGoneBeside(t, r, gone, c, h, static.uid, "triton-gpu-node-1")
+	if !strings.Contains(r.verbose, "a static pod's") {
+		t.Errorf("the report never says the pod is a static pod's:\n%s", r.verbose)
 	}
 }
