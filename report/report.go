@@ -328,6 +328,10 @@ func processMemory(p diagnose.GPUProcess) (total int64, ok bool) {
 // Kubernetes node (the capture's Kubernetes block), its pod as the API names it.
 func owner(p diagnose.GPUProcess) string {
 	switch k := p.Pod; {
+	case k != nil && k.Gone && k.Static:
+		return "k8s static pod " + Sanitize(k.UID)
+	case k != nil && k.Gone && k.StartedDuringProbe:
+		return "k8s pod " + Sanitize(k.UID) + " (not in the API; started during the probe)"
 	case k != nil && k.Gone:
 		return "k8s pod " + Sanitize(k.UID) + " (deleted)"
 	case k != nil && k.GoneDuringProbe:

@@ -103,3 +103,39 @@ func TestEncodePodsGoneDuringProbe(t *testing.T) {
 		t.Errorf("without a listing before: %v", got)
 	}
 }
+
+// Listings that together pass parse.K8sMaxPods: every pod the API still lists comes first and
+// is read; only pods gone during the probe are cut, and the cut list proves no pod gone.
+func TestEncodePodsMergedPastBound(t *testing.T) {
+	pod := func(name string) corev1.Pod {
+		p := corev1.Pod{Spec: corev1.PodSpec{NodeName: "n1"}}
+		p.Name, p.Namespace, p.UID = name, "ml", types.UID("uid-"+name)
+		return p
+	}
+	var before, after []corev1.Pod
+	for i := range parse.K8sMaxPods {
+		before = append(before, pod(fmt.Sprint("old-", i)))
+		if i < parse.K8sMaxPods-10 {
+			after = append(after, pod(fmt.Sprint("new-", i)))
+		}
+	}
+	const n = "0123456789abcdef0123456789abcdef"
+	head := "gputriage-capture v2 nonce=" + n + "\n@@gputriage " + n + " begin host limit=100\nhostname=x\n\n@@gputriage " + n + " rc=0\n@@gputriage " + n + " end host\n@@gputriage " + n + " done\n"
+	raw, ok := parse.AppendK8s([]byte(head), parse.K8sBlock{Node: "n1", Pods: EncodePods("n1", after, before)})
+	if !ok {
+		t.Fatal("no block")
+	}
+	c, err := parse.SplitCapture(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := parse.ParseK8s(raw, c)
+	if k == nil || !k.PodsCut || len(k.Pods) != parse.K8sMaxPods {
+		t.Fatalf("block %+v", k)
+	}
+	for i := range after {
+		if p := k.Pod(string(after[i].UID)); p == nil || p.GoneDuringProbe {
+			t.Fatalf("a pod the API still lists was cut or marked: %s", after[i].Name)
+		}
+	}
+}
