@@ -418,3 +418,37 @@ func TestBlockPodRecreatedDuringProbe(t *testing.T) {
 		}
 	}
 }
+
+// hangFirstList is a fake API whose first listing of a node's pods in every namespace waits
+// for its context to end, as a slow API server's would.
+type hangFirstList struct {
+	fakeCore
+	lists *int
+}
+
+func (h hangFirstList) listPods(ctx context.Context, ns string, opts metav1.ListOptions) (*corev1.PodList, error) {
+	if ns == "" {
+		if *h.lists++; *h.lists == 1 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	}
+	return h.fakeCore.listPods(ctx, ns, opts)
+}
+
+// TestBlockFirstListingHangs: the listing before the probe only tells pods deleted while it
+// ran; an API server slow to answer it costs the node a note, never its probe.
+func TestBlockFirstListingHangs(t *testing.T) {
+	k := fakeNode(t, agentPod("gpu01"))
+	lists := 0
+	k.cs = hangFirstList{k.cs.(fakeCore), &lists}
+	r := runOn(t, k, &play{out: capture(true), podResources: `{"pods":[]}`}, sshexec.Options{Timeout: 4 * time.Second}, true)
+	if r.Err != nil {
+		t.Fatalf("the node failed: %v", r.Err)
+	}
+	snap, _ := parse.Parse(r.Stdout)
+	noted := slices.ContainsFunc(r.Notes, func(n string) bool { return strings.Contains(n, "not listed before the probe") })
+	if snap.K8s == nil || !snap.K8s.PodsKnown || !noted || lists != 2 {
+		t.Errorf("block %+v, %d listings, notes %q", snap.K8s, lists, r.Notes)
+	}
+}

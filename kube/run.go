@@ -48,7 +48,7 @@ func (v NodeVia) RunTarget(ctx context.Context, t sshexec.Target, o sshexec.Opti
 	pod, e := v.K.agentPod(hctx, ctx, v.Node, o.Timeout)
 	var before *podListing
 	if e == nil && v.Block {
-		before = v.K.listNodePods(hctx, v.Node) // to tell a pod deleted while the probe ran
+		before = v.K.listBefore(hctx, v.Node, o.Timeout/4)
 	}
 	if e == nil {
 		e = v.K.run(hctx, ctx, pod, o, o.MaxOutput, &r)
@@ -61,6 +61,18 @@ func (v NodeVia) RunTarget(ctx context.Context, t sshexec.Target, o sshexec.Opti
 	}
 	r.Duration = time.Since(start)
 	return r
+}
+
+// listBefore lists node's pods before the probe, to tell a pod deleted while it ran, within
+// limit: an API server slow to answer costs a note (appendBlock), never the node's probe.
+func (k *Cluster) listBefore(hctx context.Context, node string, limit time.Duration) *podListing {
+	lctx, cancel := context.WithTimeout(hctx, limit)
+	defer cancel()
+	l := k.listNodePods(lctx, node)
+	if l.err != nil && lctx.Err() != nil && hctx.Err() == nil {
+		l.err = fmt.Errorf("no answer within %v", limit)
+	}
+	return l
 }
 
 // argv is the command line a sweep's command runs as in the agent container: `sh -s` as is,
