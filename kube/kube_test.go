@@ -452,3 +452,28 @@ func TestBlockFirstListingHangs(t *testing.T) {
 		t.Errorf("block %+v, %d listings, notes %q", snap.K8s, lists, r.Notes)
 	}
 }
+
+// TestBlockGoneDuringProbeOneRunOnly: a pod deleted while one probe ran spares its processes
+// that run only: the next run's block does not list it at all, so a process of it still
+// running is pod-gone there (a tenant who deletes its pod during a probe hides nothing for
+// longer).
+func TestBlockGoneDuringProbeOneRunOnly(t *testing.T) {
+	k := fakeNode(t, agentPod("gpu01"), corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stuck", Namespace: "ml", UID: "u-stuck"},
+		Spec: corev1.PodSpec{NodeName: "gpu01"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	cs := k.cs.(fakeCore).cs
+	del := func() {
+		if err := cs.CoreV1().Pods("ml").Delete(context.Background(), "stuck", metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+	for run, hook := range []func(){del, nil} {
+		r := runOn(t, k, &play{out: capture(true), podResources: `{"pods":[]}`, duringProbe: hook}, sshexec.Options{}, true)
+		snap, _ := parse.Parse(r.Stdout)
+		if r.Err != nil || snap.K8s == nil || !snap.K8s.PodsKnown {
+			t.Fatalf("run %d: %v %+v", run, r.Err, snap.K8s)
+		}
+		if p := snap.K8s.Pod("u-stuck"); (run == 0) != (p != nil && p.GoneDuringProbe) || run == 1 && p != nil {
+			t.Errorf("run %d: the pod deleted in the first run: %+v", run, p)
+		}
+	}
+}
