@@ -72,8 +72,8 @@ func (h *host) podFacts(p *parse.Process) *PodFacts {
 	f := &PodFacts{UID: p.Cgroup.PodUID}
 	pod := k.Pod(p.Cgroup.PodUID)
 	if pod == nil {
-		if k.PodsCut {
-			return nil // the list was cut: its absence there proves nothing
+		if k.PodsCut || k.PodsBeforeUnknown {
+			return nil // the list was cut, or may have lost it during the probe: its absence proves nothing
 		}
 		f.Gone, f.Static = true, staticPodUID(f.UID)
 		// The probe's time is whole seconds, and a start time is never later than the true one.

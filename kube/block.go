@@ -34,9 +34,9 @@ func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte,
 		before = &podListing{err: fmt.Errorf("not asked")}
 	}
 	if before.err != nil {
-		notes = append(notes, "the pods on the node were not listed before the probe ("+errText(before.err)+"): a pod deleted while it ran would read as gone")
+		notes = append(notes, "the pods on the node were not listed before the probe ("+errText(before.err)+"): no pod is judged gone on this run")
 	}
-	if pods, err := k.podsJSON(ctx, node, before.pods); err != nil {
+	if pods, err := k.podsJSON(ctx, node, before); err != nil {
 		notes = append(notes, "the pods on the node are not known: "+errText(err))
 	} else {
 		b.Pods = pods
@@ -69,13 +69,16 @@ func (k *Cluster) listNodePods(ctx context.Context, node string) *podListing {
 }
 
 // podsJSON lists node's pods in every namespace and encodes them with the pods listed before
-// the probe (podfacts.EncodePods).
-func (k *Cluster) podsJSON(ctx context.Context, node string, before []corev1.Pod) ([]byte, error) {
+// the probe (podfacts.Pods); a listing before that failed is said in the document, so that
+// the reader judges no pod gone.
+func (k *Cluster) podsJSON(ctx context.Context, node string, before *podListing) ([]byte, error) {
 	now := k.listNodePods(ctx, node)
 	if now.err != nil {
 		return nil, now.err
 	}
-	doc := podfacts.EncodePods(node, now.pods, before)
+	d := podfacts.Pods(node, now.pods, before.pods)
+	d.BeforeUnknown = before.err != nil
+	doc := podfacts.Marshal(d)
 	if len(doc) > parse.K8sMaxSectionBytes {
 		return nil, fmt.Errorf("%d pods make %d bytes, more than the %d a capture holds: left out", len(now.pods), len(doc), parse.K8sMaxSectionBytes)
 	}

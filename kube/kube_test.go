@@ -413,8 +413,10 @@ func TestBlockPodRecreatedDuringProbe(t *testing.T) {
 		switch {
 		case !failFirst && (old == nil || !old.GoneDuringProbe || old.Name != "train-0" || noted):
 			t.Errorf("the old pod: %+v, notes %q", old, r.Notes)
-		case failFirst && (old != nil || !noted):
-			t.Errorf("after a failed first listing: old pod %+v, notes %q", old, r.Notes)
+		case failFirst && (old != nil || !noted || !snap.K8s.PodsBeforeUnknown):
+			t.Errorf("after a failed first listing: old pod %+v, notes %q, block says the listing before is unknown: %v", old, r.Notes, snap.K8s.PodsBeforeUnknown)
+		case !failFirst && snap.K8s.PodsBeforeUnknown:
+			t.Error("the block says the listing before the probe is unknown")
 		}
 	}
 }

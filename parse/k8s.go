@@ -49,15 +49,22 @@ type K8s struct {
 	PodsKnown bool
 	// PodsCut is set when the list held more than K8sMaxPods pods: a pod left out of it is
 	// not gone.
-	PodsCut   bool
-	Pods      []K8sPod
-	Resources *K8sResources
+	PodsCut bool
+	// PodsBeforeUnknown is set when the client could not list the node's pods before the
+	// probe ran (K8sPods.BeforeUnknown): a pod missing from the list may have been deleted
+	// while the probe looked, so none is judged gone.
+	PodsBeforeUnknown bool
+	Pods              []K8sPod
+	Resources         *K8sResources
 }
 
 // K8sPods is the pods section's JSON document.
 type K8sPods struct {
 	Node string   `json:"node"`
 	Pods []K8sPod `json:"pods"`
+	// BeforeUnknown: the client's listing from before the probe failed, so pods deleted
+	// while the probe ran cannot be told from pods long gone (K8sPod.GoneDuringProbe).
+	BeforeUnknown bool `json:"before_unknown,omitempty"`
 }
 
 // K8sPod is one pod as the API gave it. OwnerKind and OwnerName are its controller
@@ -324,6 +331,9 @@ func (r *k8sReader) section(s k8sSection) {
 			return
 		}
 		r.k.Pods, r.k.PodsKnown = r.boundPods(doc.Pods), true
+		if r.k.PodsBeforeUnknown = doc.BeforeUnknown; doc.BeforeUnknown {
+			r.note("the node's pods could not be listed before the probe ran: a pod the API no longer lists may have been deleted while the probe looked, so no pod is judged gone")
+		}
 	case K8sSectionPodResources:
 		var doc K8sResources
 		if err := strictJSON(body, &doc); err != nil {

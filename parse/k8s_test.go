@@ -195,3 +195,23 @@ func FuzzK8sBlock(f *testing.F) {
 		}
 	})
 }
+
+// A pods section whose client could not list the pods before the probe says so: the reader
+// keeps the pods, marks the list, and notes why no pod will be judged gone.
+func TestK8sBlockBeforeUnknown(t *testing.T) {
+	doc, err := json.Marshal(K8sPods{Node: "node-a", Pods: []K8sPod{}, BeforeUnknown: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok := AppendK8s(k8sProbeCapture(""), K8sBlock{Node: "node-a", Pods: doc})
+	if !ok {
+		t.Fatal("AppendK8s refused a complete capture")
+	}
+	s, _ := Parse(raw)
+	if s.K8s == nil || !s.K8s.PodsKnown || !s.K8s.PodsBeforeUnknown {
+		t.Fatalf("K8s = %+v", s.K8s)
+	}
+	if len(s.Notes) == 0 || !strings.Contains(s.Notes[0].Message, "could not be listed before the probe ran") {
+		t.Errorf("notes %v", s.Notes)
+	}
+}

@@ -16,6 +16,20 @@ import (
 // before, when not nil, is the API's listing taken before the probe ran and pods the one
 // after: a pod of before that pods no longer has is kept, marked gone during the probe.
 func EncodePods(node string, pods, before []corev1.Pod) []byte {
+	return Marshal(Pods(node, pods, before))
+}
+
+// Marshal is doc's JSON.
+func Marshal(doc parse.K8sPods) []byte {
+	b, err := json.Marshal(doc)
+	if err != nil { // the document holds strings, bools and slices only
+		panic(err)
+	}
+	return b
+}
+
+// Pods is the pods section's document for EncodePods.
+func Pods(node string, pods, before []corev1.Pod) parse.K8sPods {
 	doc := parse.K8sPods{Node: node, Pods: []parse.K8sPod{}}
 	after := map[string]bool{}
 	for i := range pods {
@@ -46,11 +60,7 @@ func EncodePods(node string, pods, before []corev1.Pod) []byte {
 		}
 		doc.Pods = append(doc.Pods, kp)
 	}
-	b, err := json.Marshal(doc)
-	if err != nil { // the document holds strings, bools and slices only
-		panic(err)
-	}
-	return b
+	return doc
 }
 
 // Owner is the pod's controller as people name it: a ReplicaSet named "<deployment>-<hash>"
