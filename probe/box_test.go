@@ -1,11 +1,10 @@
-//go:build linux
-
 package probe_test
 
 import (
 	"bytes"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -21,12 +20,12 @@ const boxShm = "mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /dev/shm || exit 
 // package or CI job does on this machine meanwhile (processes that come, go, change owner or
 // reuse a PID; files in /dev/shm; processes in cgroups of units) cannot reach the capture.
 // Cgroups are the host's: a process the box moves into one is read there. stdin feeds the
-// script; it returns its stdout, and fails the test when the script fails. Root only.
+// script; it returns its stdout, and fails the test when the script fails. Root only
+// (canBox).
 func inBox(t *testing.T, smiDir, stdin, script string, args ...string) []byte {
 	t.Helper()
-	needRootLinux(t)
-	if _, err := exec.LookPath("unshare"); err != nil {
-		t.Skip("no unshare")
+	if !canBox() {
+		t.Skip("needs root, setpriv and unshare (Linux): the probe runs in a box of its own")
 	}
 	argv := append([]string{"-p", "-m", "-f", "--kill-child", "--propagation", "private", "--mount-proc",
 		"sh", "-c", boxShm + script, "sh"}, args...)
@@ -45,4 +44,14 @@ func inBox(t *testing.T, smiDir, stdin, script string, args ...string) []byte {
 		t.Fatalf("box: %v: %s", err, stderr.String())
 	}
 	return out
+}
+
+// canBox: this test may make a box (inBox) and run processes as another user in it.
+func canBox() bool {
+	for _, prog := range []string{"unshare", "setpriv"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			return false
+		}
+	}
+	return os.Getuid() == 0 && runtime.GOOS == "linux"
 }
