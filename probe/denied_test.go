@@ -3,11 +3,9 @@
 package probe_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/gputriage/gputriage/internal/scenario"
@@ -17,18 +15,12 @@ import (
 )
 
 // TestProbeNamesDeniedPIDs runs the real probe as user nobody, who may not read other users'
-// fd directories, in a PID namespace of its own beside two processes of root's: the namespace's
+// fd directories, in a box of its own (inBox) beside two processes of root's: the namespace's
 // init (sh) and a sleep. The fds section's denied line counts what could not be read and names
 // exactly those two PIDs, never one nobody may read, such as the probe's own. The namespace keeps
 // other tests' processes out, so a PID that changes owner or is reused mid-scan cannot reach it.
 func TestProbeNamesDeniedPIDs(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
-	needRootLinux(t)
-	for _, prog := range []string{"unshare", "setpriv"} {
-		if _, err := exec.LookPath(prog); err != nil {
-			t.Skip("no " + prog)
-		}
-	}
 	smiDir := t.TempDir()
 	if err := os.Chmod(smiDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -36,27 +28,18 @@ func TestProbeNamesDeniedPIDs(t *testing.T) {
 	if err := scenario.WriteFakeSMI(smiDir, scenario.SMI{}); err != nil {
 		t.Fatal(err)
 	}
-	// PID 1 is root's sh, PID 2 root's sleep; the probe runs as nobody from PID 3 on. The sh
-	// waits for the probe, so PID 1 lives through the whole scan.
-	box := `sleep 3600 & setpriv --reuid=65534 --regid=65534 --clear-groups sh -s; rc=$?; kill $!; exit $rc`
-	cmd := exec.Command("unshare", "-p", "-m", "-f", "--kill-child", "--mount-proc", "sh", "-c", box)
-	cmd.SysProcAttr = testenv.DieWithTest(false)
-	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), "PATH="+smiDir+":"+os.Getenv("PATH"))
-	cmd.Stdin = strings.NewReader("set -- 0123456789abcdef0123456789abcdef\n" + probe.Script)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	raw, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("probe as nobody: %v: %s", err, stderr.String())
-	}
+	// PID 1 is root's sh, PID 2 its mount of /dev/shm (gone by the scan), PID 3 root's sleep;
+	// the probe runs as nobody from PID 4 on. The sh waits for the probe, so PID 1 lives
+	// through the whole scan.
+	box := "sleep 3600 &\nsetpriv --reuid=65534 --regid=65534 --clear-groups sh -s\n"
+	raw := inBox(t, smiDir, "set -- 0123456789abcdef0123456789abcdef\n"+probe.Script, box)
 	s, err := parse.Parse(raw)
 	if s == nil {
 		t.Fatalf("parse: %v", err)
 	}
 	d := s.FDsDenied
-	if d == nil || fmt.Sprint(d.PIDs) != "[1 2]" || d.Links < 2 {
-		t.Fatalf("denied %+v: want the links of root's PIDs 1 and 2, and no other PID", d)
+	if d == nil || fmt.Sprint(d.PIDs) != "[1 3]" || d.Links < 2 {
+		t.Fatalf("denied %+v: want the links of root's PIDs 1 and 3, and no other PID", d)
 	}
 }
 

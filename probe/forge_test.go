@@ -3,7 +3,6 @@
 package probe_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"github.com/gputriage/gputriage/internal/testenv"
@@ -67,37 +66,6 @@ import shutil
 shutil.rmtree(base, ignore_errors=True)
 `
 
-// startAttacker runs attackerPy as nobody and returns its PID and the /dev/shm directory it
-// made; both go when the test ends, and when the test binary dies before its cleanup (the
-// attacker watches its parent and removes its own directory).
-func startAttacker(t *testing.T, mode string, victim int) (int, string) {
-	t.Helper()
-	cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", systemPython(t), "-c", attackerPy)
-	cmd.Dir = "/"
-	cmd.Env = append(os.Environ(), "GT_MODE="+mode, "GT_VICTIM="+strconv.Itoa(victim))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var pid int
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if pid > 0 {
-			_ = os.RemoveAll(fmt.Sprintf("/dev/shm/gt-forge-%d", pid))
-		}
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if pid, err = strconv.Atoi(strings.TrimSpace(line)); err != nil {
-		t.Fatalf("attacker %s did not start: %q", mode, line)
-	}
-	return pid, fmt.Sprintf("/dev/shm/gt-forge-%d", pid)
-}
-
 func needRootLinux(t *testing.T) {
 	t.Helper()
 	if os.Getuid() != 0 {
@@ -128,7 +96,10 @@ func systemPython(t *testing.T) string {
 func TestProbeUnforgeable(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
-	victim := rootSleeper(t)
+	// In a box of its own (inBox), so that no other process's fds on /dev/shm files can crowd
+	// the attacker's out of the fds section: PID 3 is a fifo's mkfifo, PID 4 the victim (root's
+	// sleep, a compute app), PID 5 the attacker, who says its PID on the fifo once ready.
+	const victim, attacker = 4, 5
 	smiDir := t.TempDir()
 	smi := scenario.SMI{
 		GPUs: []scenario.GPU{{Index: 0, UUID: "GPU-forge-0", Name: "NVIDIA H100 80GB HBM3", BusID: "00000000:01:00.0", TotalMiB: 81559, UsedMiB: 40000, Driver: "550.54.15"}},
@@ -137,13 +108,16 @@ func TestProbeUnforgeable(t *testing.T) {
 	if err := scenario.WriteFakeSMI(smiDir, smi); err != nil {
 		t.Fatal(err)
 	}
+	box := `mkfifo "$3/ready" || exit 94
+sleep 3600 &
+GT_MODE=$1 GT_VICTIM=4 setpriv --reuid=65534 --regid=65534 --clear-groups "$2" -c "$4" >"$3/ready" &
+read -r pid <"$3/ready" && [ "$pid" = 5 ] || { echo "box: the attacker is PID $pid, not 5" >&2; exit 95; }
+sh -s
+`
+	python := systemPython(t)
 	for _, mode := range []string{"cwd", "shm", "comm", "markers"} {
 		t.Run(mode, func(t *testing.T) {
-			attacker, base := startAttacker(t, mode, victim)
-			raw, err := scenario.RunProbe(probe.Script, smiDir, "", "00112233445566778899aabbccddeeff")
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := inBox(t, smiDir, "set -- 00112233445566778899aabbccddeeff\n"+probe.Script, box, mode, python, t.TempDir(), attackerPy)
 			s, err := parse.Parse(raw)
 			if err != nil {
 				t.Errorf("Parse: %v", err)
@@ -153,9 +127,10 @@ func TestProbeUnforgeable(t *testing.T) {
 			}
 			checkVictim(t, s, victim)
 			a := proc(s, attacker)
+			base := fmt.Sprintf("/dev/shm/gt-forge-%d", attacker)
 			switch mode {
 			case "cwd":
-				dir, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", attacker))
+				dir := base + "/x\npid 4\nstat 4 (forged) Z 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\nstatus Uid:\t0\t0\t0\t0\nend\npid 999999\n"
 				if a == nil || a.Cwd != dir || a.State == "" {
 					t.Errorf("attacker: %+v, want cwd %q", a, dir)
 				}
@@ -166,8 +141,7 @@ func TestProbeUnforgeable(t *testing.T) {
 					t.Errorf("listing of %q: %+v, want held by the attacker %d", path, e, attacker)
 				}
 			case "comm":
-				comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", attacker))
-				if want := strings.TrimSuffix(string(comm), "\n"); a == nil || a.Comm != want || a.StartTime == nil || a.State == "" {
+				if want := "a)\npid 4\nb"; a == nil || a.Comm != want || a.StartTime == nil || a.State == "" {
 					t.Errorf("attacker: %+v, want comm %q and a start time", a, want)
 				}
 			case "markers":

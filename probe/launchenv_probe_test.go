@@ -4,15 +4,10 @@ package probe_test
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"os/exec"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/gputriage/gputriage/internal/scenario"
 	"github.com/gputriage/gputriage/internal/testenv"
 	"github.com/gputriage/gputriage/parse"
 	"github.com/gputriage/gputriage/probe"
@@ -45,37 +40,22 @@ func TestProbeLaunchEnv(t *testing.T) {
 	pads = append(pads, pad("PAD3", 262144-used-len("GROUP_RANK=1")-len("PAD3=")-1))
 	leafEnv = append(append(leafEnv, pads...), "GROUP_RANK=12")
 
-	args := append([]string{"-c", `env -i "$@" & wait`, "sh"}, leafEnv...)
-	cmd := exec.Command("sh", append(args, "sleep", "600")...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "TORCHELASTIC_RUN_ID=ancestor-run", "LOCAL_RANK=5"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-	var chain []int // leaf, sh
-	testenv.WaitFor(t, "a sleep under sh", func() bool {
-		chain = descend(cmd.Process.Pid)
-		return len(chain) == 2 && strings.Contains(comm(chain[0]), "sleep")
-	})
-	// A holder of a deleted /dev/shm file that holds no GPU is described, its environ unread.
-	shm := exec.Command("sh", "-c", `exec 3<>"$1" && rm "$1" && echo ready && exec sleep 600`, "sh", fmt.Sprintf("/dev/shm/gt-launchenv-%d", os.Getpid()))
-	shm.Env = []string{"PATH=/usr/bin:/bin", "TORCHELASTIC_RUN_ID=shm-holder-run"}
-	out, err := shm.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := shm.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = shm.Process.Kill(); _ = shm.Wait() })
-	if _, err := out.Read(make([]byte, 6)); err != nil {
-		t.Fatal(err)
-	}
-	raw, err := scenario.RunProbe(probe.Script, smiListing(t, 0, chain[0]), "", "00112233445566778899aabbccddeeff")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// In a box of its own (inBox), so that no other process's fds on /dev/shm files can crowd
+	// the holder's out of the fds section: PID 3 is the ancestor sh, PID 4 the leaf (env, then
+	// sleep), PID 5 the holder of a deleted /dev/shm file that holds no GPU (described, its
+	// environ unread), PID 6 its rm. Until the leaf runs sleep the box's sh starts nothing and
+	// waits with builtins alone, so that each PID is the one said (a minute of the kernel's
+	// uptime bounds the wait only against a hang).
+	const leaf, ancestor, holder = 4, 3, 5
+	box := `read -r t0 _ </proc/uptime
+waiting() { read -r t _ </proc/uptime; [ $((${t%.*} - ${t0%.*})) -lt 60 ] || { echo "box: $1 did not start" >&2; exit 95; }; }
+TORCHELASTIC_RUN_ID=ancestor-run LOCAL_RANK=5 sh -c 'env -i "$@" & wait' sh "$@" sleep 600 &
+until read -r c </proc/4/comm 2>/dev/null && [ "$c" = sleep ]; do waiting leaf; done
+TORCHELASTIC_RUN_ID=shm-holder-run sh -c 'exec 3<>/dev/shm/gt-launchenv && rm /dev/shm/gt-launchenv && exec sleep 600' &
+while [ -e /dev/shm/gt-launchenv ] || ! read -r c </proc/5/comm 2>/dev/null || [ "$c" != sleep ]; do waiting holder; done
+sh -s
+`
+	raw := inBox(t, smiListing(t, 0, leaf), "set -- 00112233445566778899aabbccddeeff\n"+probe.Script, box, leafEnv...)
 	for _, secret := range []string{"hunter2", "forged", "ancestor-run", "shm-holder-run", "SECRET_TOKEN", "PAD1", "1234567"} {
 		if bytes.Contains(raw, []byte(secret)) {
 			t.Errorf("the capture holds %q", secret)
@@ -83,18 +63,13 @@ func TestProbeLaunchEnv(t *testing.T) {
 	}
 	s, _ := parseAndDiagnose(t, raw)
 	three := 3
-	if leaf := proc(s, chain[0]); leaf == nil || !reflect.DeepEqual(leaf.Launch, &parse.LaunchEnv{RunID: "run-42", LocalRank: &three}) {
-		t.Errorf("leaf %d: %+v", chain[0], leaf)
+	if p := proc(s, leaf); p == nil || p.Comm != "sleep" || !reflect.DeepEqual(p.Launch, &parse.LaunchEnv{RunID: "run-42", LocalRank: &three}) {
+		t.Errorf("leaf %d: %+v", leaf, p)
 	}
-	if sh := proc(s, chain[1]); sh == nil || !sh.ParentOnly || sh.Launch != nil {
-		t.Errorf("ancestor %d: %+v", chain[1], sh)
+	if sh := proc(s, ancestor); sh == nil || !sh.ParentOnly || sh.Launch != nil {
+		t.Errorf("ancestor %d: %+v", ancestor, sh)
 	}
-	if p := proc(s, shm.Process.Pid); p == nil || p.ParentOnly || len(p.Shm) == 0 || p.Launch != nil {
-		t.Errorf("holder of a deleted /dev/shm file %d: %+v", shm.Process.Pid, p)
+	if p := proc(s, holder); p == nil || p.ParentOnly || len(p.Shm) == 0 || p.Launch != nil {
+		t.Errorf("holder of a deleted /dev/shm file %d: %+v", holder, p)
 	}
-}
-
-func comm(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return string(b)
 }

@@ -88,8 +88,14 @@ esac
 	if err := os.WriteFile(filepath.Join(smi, "nvidia-smi"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Give sh time to exec: its command line must be the stand-in's by then.
-	time.Sleep(100 * time.Millisecond)
+	// Each stand-in's child is a fork of it (named slurmstepd, of the stand-in's user) until it
+	// has exec'd sleep: wait for that, not for a time that a loaded machine may not keep.
+	for _, pid := range []int{job, forged} {
+		testenv.WaitFor(t, fmt.Sprintf("PID %d to run sleep", pid), func() bool {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			return err == nil && string(b) == "sleep\n"
+		})
+	}
 	// No Slurm here: scontrol fails at once without a configuration (a SLURM_CONF naming an
 	// absent file would make it retry for a minute).
 	if v, ok := os.LookupEnv("SLURM_CONF"); ok {

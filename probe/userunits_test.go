@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"github.com/gputriage/gputriage/internal/testenv"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,36 +48,42 @@ func cgroup2Root() string {
 	return ""
 }
 
-// inCgroup starts a sleep in the cgroup at rel below the cgroup2 root (made for the test).
-func inCgroup(t *testing.T, root, rel string) int {
+// cgroupDirs makes the cgroups at rels below the cgroup2 root for the test, and removes them
+// when it ends.
+func cgroupDirs(t *testing.T, root string, rels ...string) []string {
 	t.Helper()
-	dir := filepath.Join(root, rel)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Skipf("cannot make cgroups here: %v", err)
-	}
-	cmd := exec.Command("sleep", "3600")
-	cmd.SysProcAttr = testenv.DieWithTest(false)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		for d := dir; d != root; d = filepath.Dir(d) {
-			_ = os.Remove(d) // fails, harmlessly, while another test process is inside
+	var dirs []string
+	for _, rel := range rels {
+		dir := filepath.Join(root, rel)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Skipf("cannot make cgroups here: %v", err)
 		}
-	})
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-		t.Skipf("cannot move a process into a cgroup here: %v", err)
+		t.Cleanup(func() {
+			scenario.RemoveCgroups(dir) // once the box's sleep in it is gone
+			for d := filepath.Dir(dir); d != root; d = filepath.Dir(d) {
+				_ = os.Remove(d) // fails, harmlessly, while another test uses it
+			}
+		})
+		dirs = append(dirs, dir)
 	}
-	return cmd.Process.Pid
+	return dirs
 }
+
+// sleepInEach is a box script (inBox) that starts a sleep in each cgroup directory given as an
+// argument, in order, and then runs the probe from stdin. The box's PID 1 is its sh and PID 2
+// the mount of its /dev/shm, so the sleeps are PIDs 3, 4, ...: the test knows them before the
+// box starts, to list them in nvidia-smi's answer.
+const sleepInEach = `for d; do sleep 3600 & echo "$!" >"$d/cgroup.procs" || exit 96; done
+sh -s
+`
 
 // TestProbeUserUnits runs the real probe as root over real processes in real cgroups: one in a
 // unit of user nobody's manager, one in a system unit, and two in units whose names a user
 // chose to attack systemctl's command line. Only systemctl is faked: it records how it was
 // called. A user manager's unit is asked of that manager, the system's of the system; a name
-// outside systemd's unit-name characters is never passed; every name comes after "--".
+// outside systemd's unit-name characters is never passed; every name comes after "--". The
+// probe runs in a box (inBox): the calls are exactly these, never about another test's or job's
+// process that keeps a deleted /dev/shm file in a unit of its own.
 func TestProbeUserUnits(t *testing.T) {
 	testenv.SkipShort(t, "probe on this host")
 	needRootLinux(t)
@@ -87,13 +92,13 @@ func TestProbeUserUnits(t *testing.T) {
 		t.Skip("no cgroup2 hierarchy")
 	}
 	const mgr = "user.slice/user-65534.slice/user@65534.service/app.slice/"
-	user := inCgroup(t, root, mgr+"gt-foo.service")
-	system := inCgroup(t, root, "system.slice/gt-bar.service")
-	dash := inCgroup(t, root, mgr+"-Hgt-evil.service")
-	glob := inCgroup(t, root, mgr+"gt x*.service")
-	// Below its own unit a delegated service names the cgroups: this is gt-baz.service, and
+	// Below its own unit a delegated service names the cgroups: the last is gt-baz.service, and
 	// the host's sshd.service is never asked about for it.
-	nested := inCgroup(t, root, "system.slice/gt-baz.service/payload/system.slice/sshd.service")
+	rels := []string{mgr + "gt-foo.service", "system.slice/gt-bar.service", mgr + "-Hgt-evil.service", mgr + "gt x*.service",
+		"system.slice/gt-baz.service/payload/system.slice/sshd.service"}
+	dirs := cgroupDirs(t, root, rels...)
+	// In the box (its PIDs): the probe sees these sleeps and nothing of other tests'.
+	user, system, dash, glob, nested := 3, 4, 5, 6, 7
 	dir := t.TempDir()
 	var apps []scenario.App
 	for _, pid := range []int{user, system, dash, glob, nested} {
@@ -109,13 +114,15 @@ func TestProbeUserUnits(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "systemctl"), []byte(fakeSystemctl), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := scenario.RunProbe(probe.Script, dir, "", "00112233445566778899aabbccddeeff")
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := inBox(t, dir, "set -- 00112233445566778899aabbccddeeff\n"+probe.Script, sleepInEach, dirs...)
 	s, err := parse.Parse(raw)
 	if err != nil {
 		t.Errorf("Parse: %v", err)
+	}
+	for i, pid := range []int{user, system, dash, glob, nested} {
+		if p := proc(s, pid); p == nil || p.Comm != "sleep" || p.Cgroup.Path != "/"+rels[i] {
+			t.Fatalf("PID %d: %+v, want the sleep in %s", pid, p, rels[i])
+		}
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
 	var calls [][]string
@@ -144,7 +151,8 @@ func TestProbeUserUnits(t *testing.T) {
 	if u, ok := units["gt-bar.service"]; !ok || u.ActiveState != "failed" {
 		t.Errorf("system unit: %+v (units %+v)", u, s.Units)
 	}
-	for _, p := range s.Processes {
+	for _, pid := range []int{user, system, dash, glob, nested} {
+		p := proc(s, pid)
 		var wantUID *int
 		if p.PID == user || p.PID == dash || p.PID == glob {
 			wantUID = &[]int{65534}[0]

@@ -124,7 +124,7 @@ func TestProxyCommand(t *testing.T) {
 		start := time.Now()
 		r := run1(t, proxied("sh -c 'echo $$ > "+dir+"/pids; sleep 300 & echo $! >> "+dir+"/pids; wait'"), o)
 		wantErr(t, r, sshexec.PhaseHandshake, sshexec.KindTimeout, "no SSH handshake through the ProxyCommand within the 1s host timeout")
-		if d := time.Since(start); d > o.Timeout+3*time.Second {
+		if d := time.Since(start); d > o.Timeout+testenv.Scale(3*time.Second) {
 			t.Errorf("took %v past a 1s deadline", d)
 		}
 		for _, pid := range pids(t, filepath.Join(dir, "pids")) {

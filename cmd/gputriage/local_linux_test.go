@@ -41,22 +41,31 @@ print("ready", os.getpid(), flush=True)
 signal.pause()
 `
 
-// startShmHolder runs shmHolder in a directory of its own under /dev/shm, removed when the
-// test ends, and returns its PID.
-func startShmHolder(t *testing.T, files ...string) int {
+// startShmHolder runs shmHolder in a directory of its own under /dev/shm, and returns its PID.
+// With box, in that box (its PID, its /dev/shm), where the directory goes with the box;
+// without, on this machine, the directory removed when the test ends.
+func startShmHolder(t *testing.T, box *nodeBox, files ...string) int {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("SKIPPING: needs root to run a process of user nobody")
 	}
-	dir, err := os.MkdirTemp("/dev/shm", "gt-local-")
-	if err != nil {
-		t.Fatal(err)
+	dir := "/dev/shm/gt-local"
+	var enter []string
+	if box != nil {
+		enter = box.enter()
+	} else {
+		d, err := os.MkdirTemp("/dev/shm", "gt-local-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		dir = d
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("python3", append([]string{"-c", shmHolder, filepath.Join(dir, "job")}, files...)...)
+	argv := append(enter, append([]string{"python3", "-c", shmHolder, filepath.Join(dir, "job")}, files...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = os.Stderr
 	return testenv.StartReady(t, cmd)
 }
@@ -64,7 +73,8 @@ func startShmHolder(t *testing.T, files ...string) int {
 // localRun runs the gputriage binary as a user types it, with PATH set to path (its first
 // directory holds an sh that marks each start in the file probe-ran there before it runs the
 // real one: --local starts the probe as sh -s from PATH), and reports whether the probe ran.
-func localRun(t *testing.T, bin, path string, args ...string) (stdout, stderr string, code int, probed bool) {
+// With box, it runs there.
+func localRun(t *testing.T, box *nodeBox, bin, path string, args ...string) (stdout, stderr string, code int, probed bool) {
 	t.Helper()
 	first := strings.Split(path, ":")[0]
 	mark := filepath.Join(first, "probe-ran")
@@ -72,7 +82,11 @@ func localRun(t *testing.T, bin, path string, args ...string) (stdout, stderr st
 	if err := os.WriteFile(filepath.Join(first, "sh"), []byte("#!/bin/sh\ntouch "+mark+"\nexec /bin/sh \"$@\"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	argv := append([]string{bin}, args...)
+	if box != nil {
+		argv = append(box.enter(), argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=" + path, "HOME=" + t.TempDir()}
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -94,13 +108,13 @@ func TestLocalNoDriver(t *testing.T) {
 	if why := probe.NoDriver(); why == "" {
 		t.Skip("SKIPPING: this machine has an NVIDIA driver or nvidia-smi")
 	}
-	startShmHolder(t, "torch_%d:0")
+	startShmHolder(t, nil, "torch_%d:0")
 	bin := buildGputriage(t)
 	path := t.TempDir() + ":/usr/sbin:/usr/bin:/sbin:/bin"
 	save := filepath.Join(t.TempDir(), "saved")
 	want := "gputriage: no NVIDIA GPU or driver on this machine (no nvidia-smi on PATH or in the driver's directories, no /dev/nvidia*, no /proc/driver/nvidia)\n"
 	for _, args := range [][]string{{"--local"}, {"--local", "--format", "json"}, {"--local", "-q"}, {"collect", "--local", "--save", save}} {
-		out, stderr, code, probed := localRun(t, bin, path, args...)
+		out, stderr, code, probed := localRun(t, nil, bin, path, args...)
 		if out != "" || stderr != want || code != exitHostsFailed || probed {
 			t.Errorf("gputriage %s: exit %d, probe ran %v\nstdout %q\nstderr %q\nwant exit 3, no probe, nothing on stdout and on stderr %q",
 				strings.Join(args, " "), code, probed, out, stderr, want)
@@ -118,7 +132,10 @@ func TestLocalNoDriver(t *testing.T) {
 // its own: a zero-byte one and a PyTorch segment, which get no advice at that depth, and a
 // scratch file of 1 MiB, whose step names the program and the user as a GPU process's does.
 func TestLocalSaveReplay(t *testing.T) {
-	pid := startShmHolder(t, "torch_%d:4096", "empty:0", "scratch:1048576")
+	// In a box of its own (a PID namespace, a /dev/shm of its own), so that no other process's
+	// fds on /dev/shm files can crowd the holder's out of the probe's fds section.
+	box := startBox(t, "mount -t tmpfs -o nosuid,nodev,mode=1777 tmpfs /dev/shm")
+	pid := startShmHolder(t, box, "torch_%d:4096", "empty:0", "scratch:1048576")
 	bin := buildGputriage(t)
 	smiDir := t.TempDir()
 	gateSMIDir(t, smiDir, *cleanSMI(2))
@@ -127,7 +144,7 @@ func TestLocalSaveReplay(t *testing.T) {
 	dir := t.TempDir()
 
 	saved := filepath.Join(dir, "triage")
-	report, stderr, code, probed := localRun(t, bin, path, "--local", "--save", saved)
+	report, stderr, code, probed := localRun(t, box, bin, path, "--local", "--save", saved)
 	if code > exitFindings || !probed {
 		t.Fatalf("--local --save: exit %d, probe ran %v\n%s%s", code, probed, report, stderr)
 	}
@@ -135,17 +152,17 @@ func TestLocalSaveReplay(t *testing.T) {
 	if _, err := os.Stat(capture); err != nil {
 		t.Fatalf("--local --save %s: %v", saved, err)
 	}
-	again, _, code2, _ := localRun(t, bin, path, "--replay", saved)
+	again, _, code2, _ := localRun(t, box, bin, path, "--replay", saved)
 	if code2 != code || again != report {
 		t.Errorf("--replay %s: exit %d, want %d; the report differs:\n%s\nwant\n%s", saved, code2, code, again, report)
 	}
 
 	collected := filepath.Join(dir, "collect")
-	out, stderr, code, _ := localRun(t, bin, path, "collect", "--local", "--save", collected)
+	out, stderr, code, _ := localRun(t, box, bin, path, "collect", "--local", "--save", collected)
 	if code != exitOK || !regexp.MustCompile(`^`+regexp.QuoteMeta(host)+`: saved [0-9]+ bytes\n$`).MatchString(out) {
 		t.Errorf("collect --local --save: exit %d\n%s%s", code, out, stderr)
 	}
-	if _, _, code, _ := localRun(t, bin, path, "--replay", filepath.Join(collected, host+".capture")); code > exitFindings {
+	if _, _, code, _ := localRun(t, box, bin, path, "--replay", filepath.Join(collected, host+".capture")); code > exitFindings {
 		t.Errorf("--replay of collect's capture: exit %d", code)
 	}
 

@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gputriage/gputriage/internal/scenario"
+	"github.com/gputriage/gputriage/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -350,7 +352,10 @@ func TestLocalHungDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", smiDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, errOut, code := cli(t, nil, "--local", "--timeout", "6s", "--format", "json")
+	// 6 s on a quiet machine: the rest of the probe, a scan of this whole machine, must fit
+	// in what the hung nvidia-smi leaves, and takes longer the more loaded the machine is.
+	timeout := fmt.Sprintf("%ds", int(testenv.Scale(6*time.Second).Seconds()))
+	out, errOut, code := cli(t, nil, "--local", "--timeout", timeout, "--format", "json")
 	if code != exitFindings {
 		t.Fatalf("exit status %d, want %d; stderr %s\n%s", code, exitFindings, errOut, out)
 	}

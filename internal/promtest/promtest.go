@@ -10,8 +10,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,14 +50,29 @@ type NodeExporter struct {
 	URL string // http://127.0.0.1:PORT/metrics
 }
 
-// StartNodeExporter starts prometheus-node-exporter on a free loopback port, reading the
-// *.prom files of dir, with every other collector off; it is stopped when the test ends.
+// StartNodeExporter starts prometheus-node-exporter on a loopback port, reading the *.prom
+// files of dir, with every other collector off; it is stopped when the test ends. The test
+// listens on the port and hands the exporter that socket (systemd's socket activation: fd 3,
+// LISTEN_FDS, LISTEN_PID), so no other process on this machine can take the port between its
+// choice and its use, nor answer the scrapes in the exporter's place.
 func StartNodeExporter(t testing.TB, dir string) *NodeExporter {
 	t.Helper()
 	bin := need(t, "prometheus-node-exporter", "prometheus-node-exporter")
-	addr := freePort(t)
-	cmd := exec.Command(bin, "--web.listen-address="+addr, "--collector.disable-defaults",
-		"--collector.textfile", "--collector.textfile.directory="+dir)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, err := ln.(*net.TCPListener).File()
+	ln.Close() // the exporter's copy of the socket keeps listening
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	addr := ln.Addr().String()
+	// sh sets LISTEN_PID to its own PID, which exec keeps: the exporter's.
+	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$0" "$@"`, bin, "--web.systemd-socket",
+		"--collector.disable-defaults", "--collector.textfile", "--collector.textfile.directory="+dir)
+	cmd.ExtraFiles = []*os.File{sock}
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
@@ -118,15 +133,4 @@ func (ne *NodeExporter) scrape() (string, error) {
 		return string(body), fmt.Errorf("scrape %s: %s: %s", ne.URL, resp.Status, body)
 	}
 	return string(body), nil
-}
-
-// freePort is a loopback address with a port nothing listens on now.
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

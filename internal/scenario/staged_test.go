@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -219,32 +220,20 @@ func (s *stage) run() rendered {
 	}
 	var r rendered
 	r.res, r.snap = diagnose.Diagnose(snap, time.Now()), snap
-	hosts := []report.Host{{Name: "staged", Snapshot: snap, Result: r.res}}
-	var b bytes.Buffer
-	for _, f := range []struct {
-		out    *string
-		render func() error
-	}{
-		{&r.text, func() error { return report.Text(&b, hosts, report.Options{Width: 100}) }},
-		{&r.verbose, func() error { return report.Text(&b, hosts, report.Options{Width: 100, Verbose: true}) }},
-		{&r.md, func() error { return report.Markdown(&b, hosts, report.Options{}) }},
-		{&r.json, func() error { return report.JSON(&b, hosts, report.Options{}) }},
-	} {
-		b.Reset()
-		if err := f.render(); err != nil {
-			s.t.Fatal(err)
+	// Run in this machine's PID namespace (not in a box's: nsenter -p), the probe sees every
+	// process here, and judges another test's or job's process that keeps a deleted /dev/shm
+	// file too, in words that may name anything (its unit, its user's uid) and that would drain
+	// a node: the stage's result, and all rendered from it, is that of its own processes.
+	if !slices.Contains(s.enter, "-p") {
+		for _, a := range s.apps {
+			if !stagedPID(a.PID) {
+				s.t.Fatalf("PID %d, of this stage, lacks the mark of its processes (stagedMark)", a.PID)
+			}
 		}
-		*f.out = b.String()
+		r.res.Findings = slices.DeleteFunc(r.res.Findings, foreignShm)
 	}
-	var doc struct {
-		Hosts []struct {
-			Findings []jsonFinding `json:"findings"`
-		} `json:"hosts"`
-	}
-	if err := json.Unmarshal([]byte(r.json), &doc); err != nil || len(doc.Hosts) != 1 {
-		s.t.Fatalf("json report: %v\n%s", err, r.json)
-	}
-	r.jsonFindings = doc.Hosts[0].Findings
+	r.text, r.verbose, r.md, r.json = s.render(snap, r.res)
+	r.jsonFindings = s.jsonFindings(r.json)
 	checkWordsFromFacts(s.t, r.json)
 	for _, f := range r.jsonFindings {
 		if blames(f.Severity, f.Code) {
@@ -257,6 +246,62 @@ func (s *stage) run() rendered {
 	r.blamingUnits = append(r.blamingUnits, markdownBlaming(r.md)...)
 	r.findingsForDebug = r.text
 	return r
+}
+
+// render is the text report (and with -v), Markdown and JSON of one staged host.
+func (s *stage) render(snap *parse.Snapshot, res diagnose.Result) (text, verbose, md, js string) {
+	s.t.Helper()
+	hosts := []report.Host{{Name: "staged", Snapshot: snap, Result: res}}
+	var b bytes.Buffer
+	for _, f := range []struct {
+		out    *string
+		render func() error
+	}{
+		{&text, func() error { return report.Text(&b, hosts, report.Options{Width: 100}) }},
+		{&verbose, func() error { return report.Text(&b, hosts, report.Options{Width: 100, Verbose: true}) }},
+		{&md, func() error { return report.Markdown(&b, hosts, report.Options{}) }},
+		{&js, func() error { return report.JSON(&b, hosts, report.Options{}) }},
+	} {
+		b.Reset()
+		if err := f.render(); err != nil {
+			s.t.Fatal(err)
+		}
+		*f.out = b.String()
+	}
+	return text, verbose, md, js
+}
+
+// jsonFindings are the findings of the one host of a JSON report.
+func (s *stage) jsonFindings(js string) []jsonFinding {
+	s.t.Helper()
+	var doc struct {
+		Hosts []struct {
+			Findings []jsonFinding `json:"findings"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || len(doc.Hosts) != 1 {
+		s.t.Fatalf("json report: %v\n%s", err, js)
+	}
+	return doc.Hosts[0].Findings
+}
+
+// stagedMark is in the environment of this test binary (TestMain), and so of every process a
+// stage starts, orphans and other users' included: it tells them from other tests' and jobs'
+// processes on this machine.
+var stagedMark = []byte("\x00GPUTRIAGE_STAGED_BY=" + strconv.Itoa(os.Getpid()) + "\x00")
+
+// stagedPID: pid is a process a stage of this test binary started (its environment, read now,
+// holds stagedMark), or one that is gone or whose environment cannot be read: what cannot be
+// told is taken for the stage's, and checked.
+func stagedPID(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	return err != nil || bytes.Contains(append([]byte{0}, b...), stagedMark)
+}
+
+// foreignShm: f is the shm-deleted-mapped finding of processes none of which a stage of this
+// test binary started.
+func foreignShm(f diagnose.Finding) bool {
+	return f.Code == diagnose.CodeShmDeletedMapped && len(f.PIDs) > 0 && !slices.ContainsFunc(f.PIDs, stagedPID)
 }
 
 // blames: findings at warning or worse blame something; memory-imbalance names holders even
@@ -681,8 +726,9 @@ func checkStaged(t *testing.T, r rendered, want expect) {
 	t.Helper()
 	if want.noWorse {
 		for _, f := range r.jsonFindings {
-			// The probe sees every process of this machine: another test's process that keeps
-			// a deleted /dev/shm file is not this stage's concern unless it is one of ours.
+			// The probe sees every process and file of this machine: another test's process that
+			// keeps a deleted /dev/shm file is not in the stage's result (foreignShm), and a
+			// /dev/shm finding that names none of ours is not this stage's concern.
 			foreign := strings.HasPrefix(f.Code, "shm-") && !slices.ContainsFunc(f.PIDs, func(p int) bool { return slices.Contains(want.innocent.PIDs, p) })
 			if f.Severity != "info" && !foreign {
 				t.Errorf("unexpected %s %s: %s", f.Severity, f.Code, f.Title)
