@@ -242,8 +242,15 @@ type shmKeeping struct {
 	blamedBytes, healthyBytes int64
 }
 
-// deletedShmUse splits the processes that keep deleted /dev/shm files (any, transient too:
-// all count against /dev/shm until their holders exit). Blamed are the leftovers and the
+// onOtherShm reports whether u's file is known to be on another device than the probe's
+// /dev/shm: a container's own /dev/shm, whose files fill not this one.
+func (h *host) onOtherShm(u parse.ShmUse) bool {
+	dev := h.s.Host.ShmDev
+	return dev != "" && u.File != "" && !strings.HasPrefix(u.File, dev)
+}
+
+// deletedShmUse splits the processes that keep deleted /dev/shm files on this /dev/shm (any,
+// transient too: all count against /dev/shm until their holders exit). Blamed are the leftovers and the
 // processes whose deleted files look removed by hand while no running unit vouches for them
 // (shm-deleted-mapped at warning); the others look healthy: a runtime's segments (NCCL's,
 // PyTorch's) or the live service of a running unit, whose files anyone who may write their
@@ -260,7 +267,7 @@ func (h *host) deletedShmUse() shmKeeping {
 		}
 		var paths []string
 		for _, u := range p.Shm {
-			if !u.Deleted {
+			if !u.Deleted || h.onOtherShm(u) {
 				continue
 			}
 			k := shmFileKey(u)

@@ -62,6 +62,10 @@ func parseHost(r io.Reader) (HostFacts, []string, error) {
 			}
 		case "nvidia_smi":
 			h.NvidiaSMIPath = v
+		case "shm_dev":
+			var ok bool
+			h.ShmDev, ok = DevID(v)
+			bad = !ok
 		case "timeout":
 			h.HasTimeout = v == "1"
 		case "time", "btime":

@@ -272,3 +272,24 @@ func TestPasswdAndHost(t *testing.T) {
 		t.Error("want an error for a bad uid")
 	}
 }
+
+// shm_dev is stat's %D of /dev/shm, kept as the device part of a FileID, so that a deleted
+// file's identity tells whether it is on this /dev/shm.
+func TestHostShmDev(t *testing.T) {
+	h, err := ParseHost(strings.NewReader("shm_dev=1a\n"))
+	if err != nil || h.ShmDev != "0:26:" {
+		t.Errorf("shm_dev=1a: %q, %v", h.ShmDev, err)
+	}
+	file, _, _ := fdstatFileID("1a 115 /proc/5/fd/3")
+	if !strings.HasPrefix(file, h.ShmDev) {
+		t.Errorf("the file %q is not on the device %q", file, h.ShmDev)
+	}
+	for _, bad := range []string{"shm_dev=zz\n", "shm_dev=1a2b3c4d5e6f7a8b9\n"} {
+		if h, err := ParseHost(strings.NewReader(bad)); err == nil || h.ShmDev != "" {
+			t.Errorf("%q: %q, %v", bad, h.ShmDev, err)
+		}
+	}
+	if h, err := ParseHost(strings.NewReader("shm_dev=\n")); err != nil || h.ShmDev != "" {
+		t.Errorf("empty shm_dev: %q, %v", h.ShmDev, err)
+	}
+}

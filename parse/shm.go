@@ -335,9 +335,21 @@ func fdstatFileID(s string) (file, path string, ok bool) {
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
 		return "", "", false
 	}
-	major := (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff)
-	minor := dev&0xff | (dev>>12)&^uint64(0xff)
-	return FileID(major, minor, ino), path, true
+	return FileID(devMajor(dev), devMinor(dev), ino), path, true
+}
+
+// devMajor and devMinor are st_dev's major and minor numbers, as glibc encodes them.
+func devMajor(dev uint64) uint64 { return (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff) }
+func devMinor(dev uint64) uint64 { return dev&0xff | (dev>>12)&^uint64(0xff) }
+
+// DevID is a device's part of a FileID, "MAJ:MIN:", from stat's %D (st_dev in hex); ok is
+// false when the text is not one.
+func DevID(hex string) (string, bool) {
+	dev, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil || hex == "" || len(hex) > 16 {
+		return "", false
+	}
+	return strconv.FormatUint(devMajor(dev), 10) + ":" + strconv.FormatUint(devMinor(dev), 10) + ":", true
 }
 
 // ParseShmListing reads a version 1 shm-ls section: NUL-terminated

@@ -82,6 +82,10 @@ type HostFacts struct {
 	User          string
 	NvidiaSMIPath string // empty when nvidia-smi was not found
 	HasTimeout    bool   // the host has timeout(1), so every step was bounded in time
+	// ShmDev is the device of the probe's /dev/shm as a FileID's prefix ("MAJ:MIN:"); "" when
+	// unknown. A deleted file whose identity names another device is on another /dev/shm (a
+	// container's own), and fills not this one.
+	ShmDev string
 }
 
 // SMIFailureKind classifies how nvidia-smi failed.

@@ -133,6 +133,9 @@ hostfacts() {
 	line1 _v "$SMI"
 	printf 'nvidia_smi=%s\n' "$_v"
 	printf 'timeout=%s\n' "${HAVE_TIMEOUT:-0}"
+	# The device of this /dev/shm (stat's %D, hex): a process's deleted file on another
+	# (a container's own /dev/shm) does not fill this one.
+	printf 'shm_dev=%s\n' "$(stat -L -c %D /dev/shm 2>/dev/null)"
 }
 
 # name_of UID: set _user to UID's name: the first field of the first passwd entry of UID, when

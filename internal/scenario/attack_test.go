@@ -84,15 +84,21 @@ func (b shmBox) start(t *testing.T, uid int, program string) int {
 
 // ncclSegment is a program that maps a NCCL shared-memory segment and unlinks it, as every
 // healthy NCCL job does.
-const ncclSegment = `import mmap, os, time
-p = "/dev/shm/nccl-gt%d" % os.getpid()
+var ncclSegment = deletedShmProgram("/dev/shm/nccl-gt", 1<<20)
+
+// deletedShmProgram is a program that writes a file of size bytes at prefix+PID, maps it and
+// unlinks it, says it is ready, and sleeps.
+func deletedShmProgram(prefix string, size int) string {
+	return fmt.Sprintf(`import mmap, os, time
+p = %q + str(os.getpid())
 fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o600)
-os.ftruncate(fd, 1 << 20)
-m = mmap.mmap(fd, 1 << 20)
-m[:] = b"x" * (1 << 20)
+os.ftruncate(fd, %d)
+m = mmap.mmap(fd, %d)
+m[:] = b"x" * %d
 os.unlink(p)
 print("ready", os.getpid(), flush=True)
-time.sleep(100000)`
+time.sleep(100000)`, prefix, size, size, size)
+}
 
 // TestAttackFillShm: any user may write /dev/shm until it is full. shm-full then reports it,
 // and must not blame the healthy processes that keep deleted files there (a running service's
@@ -389,4 +395,35 @@ func TestAttackRestartedServiceAgesNoUsersServer(t *testing.T) {
 	r := s.run()
 	checkStaged(t, r, expect{code: diagnose.CodeGPUBusy, notCodes: []string{diagnose.CodeLeftoverProcess},
 		innocent: scenario.Innocents{PIDs: []int{v.PID, svc.PID}, Commands: []*regexp.Regexp{anySystemctl, regexp.MustCompile(fmt.Sprintf(`kill .*\b%d\b`, v.PID))}}})
+}
+
+// TestAttackShmFullOtherDevice: a /dev/shm that is full is filled by the files on it, never by
+// a process's deleted file on another /dev/shm (a container's own): the stage's /dev/shm is a
+// box of 64 MiB that another user fills, while a process outside the box keeps a deleted
+// 8 MiB file on the machine's /dev/shm. shm-full names no PID for it, and counts none of its
+// bytes.
+func TestAttackShmFullOtherDevice(t *testing.T) {
+	s := newStage(t)
+	box := newShmBox(t, "64m")
+	s.enter = box.enter
+	s.gpuSet([]int64{81559})
+	elsewhere := shmBox{}.start(t, 65534, deletedShmProgram("/dev/shm/gt-otherdev-", 8<<20))
+	_ = box.command(65534, "dd", "if=/dev/zero", "of=/dev/shm/fill", "bs=1M", "count=64").Run()
+	r := s.run()
+	var full *diagnose.Finding
+	for i := range r.res.Findings {
+		if r.res.Findings[i].Code == diagnose.CodeShmFull {
+			full = &r.res.Findings[i]
+		}
+	}
+	if full == nil || full.ShmUse == nil {
+		t.Fatalf("no shm-full finding:\n%s", r.findingsForDebug)
+	}
+	u := full.ShmUse
+	if slices.Contains(full.PIDs, elsewhere) || slices.Contains(u.Blamed, elsewhere) || slices.Contains(u.Healthy, elsewhere) {
+		t.Errorf("shm-full counts PID %d, whose deleted file is on another /dev/shm: PIDs %v, blamed %v, healthy %v", elsewhere, full.PIDs, u.Blamed, u.Healthy)
+	}
+	if u.BlamedBytes+u.HealthyBytes >= 8<<20 {
+		t.Errorf("shm-full counts %d + %d bytes of deleted files, the other /dev/shm's 8 MiB among them", u.BlamedBytes, u.HealthyBytes)
+	}
 }
