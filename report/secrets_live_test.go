@@ -40,7 +40,7 @@ func decodesTo(s, secret string) bool {
 }
 
 // TestSecretsMaskedInLiveCapture runs the real probe over a real process that holds
-// credentials in its argv (and a /dev/shm file named with one open) and renders the Markdown
+// credentials in its argv (and maps and holds open a /dev/shm file named with one) and renders the Markdown
 // report with the raw capture: no credential may be in it, in clear or in base64.
 func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -56,14 +56,10 @@ func TestSecretsMaskedInLiveCapture(t *testing.T) {
 	// A license key, an NGC key and a JSON Web Token, as a NIM container's server may carry.
 	const secretLic, secretNGC = "liveSECRETlicValue0123456789", "nvapi-liveSECRETngcValue0123456789"
 	const secretJWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJsaXZlIn0.liveSECRETjwtValue0123"
+	// The GPU holder itself maps and holds open the file named with a secret: the probe reads a
+	// GPU holder's fds first, so no other process's fds on this shared machine crowd it out.
 	shm := "/dev/shm/gt-secret-" + time.Now().Format("150405.000000") + "-HF_TOKEN=" + secretShm
-	f, err := os.Create(shm)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(shm)
-	defer f.Close()
-	p, err := scenario.Start(scenario.Server{Module: "vllm.entrypoints.openai.api_server",
+	p, err := scenario.Start(scenario.Server{Module: "vllm.entrypoints.openai.api_server", ShmDir: shm, ShmFiles: 1, ShmBytes: 4096,
 		Args: []string{"--host", "0.0.0.0", "--api-key", secretArg, "--served-model-name", "m",
 			"--config", `{"api_key": "` + secretJSON + `", "port": 8000}`, "--override", `{'password':'` + secretDict + `'}`,
 			"--license-key", secretLic, "--registry-login", secretNGC, "--session", secretJWT}})
