@@ -83,16 +83,20 @@ func StartWith(t testing.TB, o Options) *Lab {
 		t.Fatal(err)
 	}
 	l.CA = p.caPEM
-	ports := freePorts(t, 4)
+	// Each daemon's ports are found free right before it starts, not all at once: a port found
+	// free is free for any process of a shared machine until the daemon binds it, and the API
+	// server takes seconds to become ready before kwok starts.
+	ports := freePorts(t, 2)
 	kineAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	l.start(filepath.Join(bin, "kine"), "--listen-address", kineAddr,
 		"--endpoint", "sqlite://"+filepath.Join(l.Dir, "kine.db")+"?_journal=WAL&cache=shared",
 		"--metrics-bind-address", "127.0.0.1:"+strconv.Itoa(ports[1]))
 	l.waitFor("kine accepting connections on "+kineAddr, func() bool { return dialable(kineAddr) })
 
-	l.Server = "https://127.0.0.1:" + strconv.Itoa(ports[2])
 	tokens := l.tokens()
-	l.start(filepath.Join(bin, "kube-apiserver"), append(apiserverArgs(l.Dir, p, ports[2], kineAddr, tokens), o.APIServerArgs...)...)
+	apiPort := freePorts(t, 1)[0]
+	l.Server = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	l.start(filepath.Join(bin, "kube-apiserver"), append(apiserverArgs(l.Dir, p, apiPort, kineAddr, tokens), o.APIServerArgs...)...)
 	l.waitReady(l.Server + "/readyz")
 
 	l.Config = &rest.Config{Host: l.Server, BearerToken: adminToken, TLSClientConfig: rest.TLSClientConfig{CAData: l.CA}}
@@ -102,14 +106,15 @@ func StartWith(t testing.TB, o Options) *Lab {
 	l.AdminKubeconfig = l.kubeconfig("admin", AdminUser, adminToken)
 	l.LimitedKubeconfig = l.kubeconfig("limited", LimitedUser, limitedToken)
 
-	kwokAddr := "127.0.0.1:" + strconv.Itoa(ports[3])
 	cfg, execPATH, err := l.kwokConfig(o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	kwokPort := freePorts(t, 1)[0]
+	kwokAddr := "127.0.0.1:" + strconv.Itoa(kwokPort)
 	l.startEnv([]string{"HOME=" + l.Dir, "PATH=" + execPATH}, filepath.Join(bin, "kwok"), "--kubeconfig", l.AdminKubeconfig,
 		"--config", cfg, "--manage-all-nodes",
-		"--node-ip", "127.0.0.1", "--node-port", strconv.Itoa(ports[3]), "--server-address", kwokAddr,
+		"--node-ip", "127.0.0.1", "--node-port", strconv.Itoa(kwokPort), "--server-address", kwokAddr,
 		"--tls-cert-file", p.kubeletCert, "--tls-private-key-file", p.kubeletKey)
 	l.waitReady("https://" + kwokAddr + "/healthz")
 	return l
