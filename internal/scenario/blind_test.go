@@ -90,8 +90,8 @@ func TestBlindFDFlood(t *testing.T) {
 
 // TestBlindHolderFDCapKeepsFilesHeld: a GPU holder's fds are read first up to 1024 of them; one
 // holding more (here 1,100 of a small file, then its model) has the rest unread, and a file
-// only those hold would look held by nobody. The section then says it was capped, and no report
-// suggests removing the live model.
+// only those hold would look held by nobody. The section then says it was capped (or cut, when
+// other processes' fds filled it), and no report suggests removing the live model.
 func TestBlindHolderFDCapKeepsFilesHeld(t *testing.T) {
 	s := newStage(t)
 	s.gpuSet([]int64{81559, 81559})
@@ -108,7 +108,10 @@ time.sleep(100000)`, small, dir, dir))
 	s.hold(holder, 0, 30_000)
 	r := s.run()
 	noTamper(t, r.snap)
-	if !strings.Contains(r.verbose, "more than 1024 descriptors") {
+	// The cap travels as the section's exit status, after its body: when other processes of
+	// this shared machine fill the section's 4 MiB first (any user can), the section is cut and
+	// says so instead, which is as true of what is missing.
+	if !strings.Contains(r.verbose, "more than 1024 descriptors") && !strings.Contains(r.verbose, "section fds was cut at its limit") {
 		t.Errorf("the cap on the holder's fds is not said:\n%s", r.verbose)
 	}
 	for _, out := range []string{r.text, r.verbose, r.md, r.json} {
