@@ -232,7 +232,10 @@ func (h *Host) free(r Round, cur *state) (bool, string) {
 		return false, "nvidia-smi to answer (" + string(f.Kind) + ")"
 	}
 	for _, k := range sortedKeys(cur.holders) {
-		if hd := cur.holders[k]; hd.Leftover {
+		// One judged left over in any round is awaited until it is gone, whatever this round
+		// says of it: killed and not yet reaped, a zombie still listed with its memory is no
+		// longer judged left over, and its memory is not back.
+		if hd := cur.holders[k]; hd.Leftover || h.leftover[k] {
 			return false, "leftover PID " + itoa(k.PID) + " to exit"
 		}
 	}

@@ -208,3 +208,25 @@ func TestMiB(t *testing.T) {
 		}
 	}
 }
+
+// TestKilledLeftoverNotYetReaped: a leftover killed and not yet reaped is still listed, with
+// its memory, and no longer judged left over (a zombie's verdict is another): --until free
+// does not hold until it is gone and its memory is back.
+func TestKilledLeftoverNotYetReaped(t *testing.T) {
+	h := NewHost(Config{Until: UntilFree})
+	left := proc{pid: 7, start: 1, mib: map[int]int64{0: 55286}, leftover: true}
+	zombie := left
+	zombie.leftover = false
+	for i, s := range []struct {
+		r     Round
+		holds bool
+	}{
+		{round(0, []int64{55295}, left), false},
+		{round(2, []int64{55295}, zombie), false},
+		{round(4, []int64{9}), true},
+	} {
+		if st, _ := h.Observe(s.r); st.Holds != s.holds {
+			t.Errorf("round %d: holds=%v (waiting for %s), want %v", i, st.Holds, st.Waiting, s.holds)
+		}
+	}
+}
