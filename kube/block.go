@@ -25,14 +25,11 @@ var PodResourcesCommand = []string{"gputriage-agent", "podresources"}
 
 // appendBlock is raw with the Kubernetes block of node appended, and notes on what it lacks.
 // A capture cut short (no final marker) gets no block.
-// before is the node's pods as listed before the probe ran: a pod listed then and not after is
-// kept, marked gone during the probe (podfacts.EncodePods).
+// before is the node's pods as listed before the probe ran (listBefore, never nil): a pod
+// listed then and not after is kept, marked gone during the probe (podfacts.Pods).
 func (k *Cluster) appendBlock(ctx context.Context, node, pod string, raw []byte, before *podListing) ([]byte, []string) {
 	var notes []string
 	b := parse.K8sBlock{Node: node}
-	if before == nil {
-		before = &podListing{err: fmt.Errorf("not asked")}
-	}
 	if before.err != nil {
 		notes = append(notes, "the pods on the node were not listed before the probe ("+errText(before.err)+"): no pod is judged gone on this run")
 	}
